@@ -1,0 +1,148 @@
+#include "process/process_lifecycle.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(bool, check_flags, false,
+          "Parse and validate flags, print the result and exit without "
+          "starting anything (used by deploy checks).");
+ABSL_FLAG(std::string, bind_address, "0.0.0.0",
+          "Address the gRPC and /metrics servers listen on (0.0.0.0 in pods, "
+          "127.0.0.1 for local runs).");
+ABSL_FLAG(std::string, log_level, "info",
+          "Log level: trace, debug, info, warn, error, critical, off.");
+
+namespace radixkv::process {
+namespace {
+
+std::atomic<bool> g_shutdown_requested{false};
+
+sigset_t ShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);  // RequestShutdown()
+  return set;
+}
+
+}  // namespace
+
+std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
+  absl::SetProgramUsageMessage(usage);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  sigset_t set = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return positional;
+}
+
+bool CheckFlagsOnly() { return absl::GetFlag(FLAGS_check_flags); }
+
+int FinishCheckFlags(const absl::Status& validation) {
+  if (validation.ok()) {
+    std::printf("flags ok\n");
+    return 0;
+  }
+  std::fprintf(stderr, "invalid flags: %s\n",
+               std::string(validation.message()).c_str());
+  return 2;
+}
+
+std::string ListenAddress(int port) {
+  return absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
+}
+
+int WaitForShutdownSignal() {
+  sigset_t set = ShutdownSignals();
+  int sig = 0;
+  while (true) {
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGUSR1) {
+      if (g_shutdown_requested.load()) return 0;
+      continue;
+    }
+    return sig;
+  }
+}
+
+void RequestShutdown() {
+  g_shutdown_requested.store(true);
+  kill(getpid(), SIGUSR1);
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    int max_message_bytes) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  std::unique_ptr<GrpcServer> out(new GrpcServer());
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &out->port_);
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(max_message_bytes);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  out->server_ = builder.BuildAndStart();
+  if (out->server_ == nullptr || out->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot start gRPC server on ", address));
+  }
+  out->server_->GetHealthCheckService()->SetServingStatus(true);
+  return out;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(absl::Seconds(1)); }
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+}
+
+struct MetricsEndpoint::Impl {
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& address) {
+  std::unique_ptr<MetricsEndpoint> out(new MetricsEndpoint());
+  out->impl_ = std::make_unique<Impl>();
+  out->registry_ = std::make_shared<prometheus::Registry>();
+  if (address.empty()) return out;
+  try {  // prometheus-cpp reports bind failures by exception; contain it here.
+    out->impl_->exposer = std::make_unique<prometheus::Exposer>(address);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve /metrics on ", address, ": ", e.what()));
+  }
+  out->impl_->exposer->RegisterCollectable(out->registry_);
+  return out;
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+int MetricsEndpoint::port() const {
+  if (impl_->exposer == nullptr) return 0;
+  auto ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+}  // namespace radixkv::process

@@ -1,0 +1,99 @@
+// Lifecycle shared by every radixkv process (cache_service, worker, router):
+// flag parsing with a --check_flags dry-run mode, logging set-up, a gRPC
+// server with the standard grpc.health.v1 service, a Prometheus /metrics
+// endpoint, and clean shutdown on SIGTERM/SIGINT.
+#ifndef RADIXKV_PROCESS_PROCESS_LIFECYCLE_H_
+#define RADIXKV_PROCESS_PROCESS_LIFECYCLE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace radixkv::process {
+
+// Parses argv with Abseil flags, sets up logging (--log_level) and blocks
+// SIGTERM/SIGINT in the calling thread (so that every thread started later
+// inherits the mask and only WaitForShutdownSignal() receives them).
+// Call first thing in main(). Returns the positional arguments.
+std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
+
+// True when --check_flags was given: the binary must validate its flags,
+// print "flags ok" (or the error) and exit without starting anything.
+bool CheckFlagsOnly();
+
+// Ends a --check_flags run: prints the outcome of `validation` and returns the
+// process exit code (0 when ok, 2 otherwise).
+int FinishCheckFlags(const absl::Status& validation);
+
+// host:port built from --bind_address and the given port.
+std::string ListenAddress(int port);
+
+// Blocks until SIGTERM or SIGINT arrives (or RequestShutdown() is called);
+// returns the signal number (0 for RequestShutdown).
+int WaitForShutdownSignal();
+
+// Makes WaitForShutdownSignal() return, from any thread (used by tests and
+// by fatal background errors).
+void RequestShutdown();
+
+// A running gRPC server with grpc.health.v1 enabled. The overall health
+// ("" service) and every registered service name start SERVING.
+class GrpcServer {
+ public:
+  // Builds and starts a server on `address` (host:port; port 0 picks a free
+  // port, see port()). Errors: UNAVAILABLE when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      const std::string& address, const std::vector<grpc::Service*>& services,
+      int max_message_bytes = 64 << 20);
+
+  ~GrpcServer();
+
+  // The bound TCP port.
+  int port() const { return port_; }
+  grpc::Server* server() { return server_.get(); }
+
+  // Marks the process NOT_SERVING on the health service (readiness drops
+  // while draining), then stops accepting RPCs and waits up to `grace` for
+  // in-flight RPCs before cancelling them.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  GrpcServer() = default;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+// A Prometheus text-exposition endpoint (prometheus-cpp Exposer) serving
+// GET /metrics on `address` (host:port; empty = disabled).
+class MetricsEndpoint {
+ public:
+  // Errors: UNAVAILABLE when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& address);
+  ~MetricsEndpoint();
+
+  // The registry every component of the process registers its families in.
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // Bound port (0 when disabled).
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<prometheus::Registry> registry_;
+};
+
+}  // namespace radixkv::process
+
+#endif  // RADIXKV_PROCESS_PROCESS_LIFECYCLE_H_
