@@ -1,0 +1,42 @@
+#!/bin/bash
+# Installs the Debian 12 packages radixkv builds, tests and runs with.
+# Idempotent and fast when everything is present; needs root (or sudo) and
+# network access to Debian's archive only. Used by both README commands.
+set -euo pipefail
+
+PACKAGES=(
+  # build + test
+  bazel-bootstrap g++ pkg-config git
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # RPC, errors, flags
+  libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc
+  libprotobuf-dev libabsl-dev
+  # cache service persistence + metrics
+  redis-server libhiredis-dev prometheus-cpp-dev
+  # worker: tokenizer, BLAS, JSON, logging
+  libsentencepiece-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev
+  libfmt-dev
+  # cross-language clients (tests, examples): run on /usr/bin/python3
+  python3 python3-grpcio python3-grpc-tools
+  # misc tools the scripts use
+  curl procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "install_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
