@@ -28,7 +28,9 @@ absl::Status ValidateFlags() {
 
 int main(int argc, char** argv) {
   namespace process = radixkv::process;
-  process::InitProcess(argc, argv, "radixkv router: cache-aware placement and the public Generate API.");
+  process::InitProcess(
+      argc, argv,
+      "radixkv router: cache-aware placement and the public Generate API.");
   absl::Status valid = ValidateFlags();
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);

@@ -1,0 +1,254 @@
+#include "router/placement_policy.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace radixkv::router {
+namespace {
+
+absl::Status CheckInput(const PlacementInput& input) {
+  if (input.candidates.empty()) {
+    return absl::InvalidArgumentError("no candidate worker");
+  }
+  return absl::OkStatus();
+}
+
+// Index of the least loaded candidate; ties go to the larger hit, then to the
+// first in rotation order.
+int LeastLoaded(const PlacementInput& input, absl::Span<const int64_t> hits,
+                uint64_t rotation) {
+  const size_t n = input.candidates.size();
+  int best = -1;
+  for (size_t j = 0; j < n; ++j) {
+    const int i = static_cast<int>((j + rotation) % n);
+    if (best < 0) {
+      best = i;
+      continue;
+    }
+    const WorkerCandidate& c = input.candidates[i];
+    const WorkerCandidate& b = input.candidates[best];
+    if (c.load_tokens < b.load_tokens ||
+        (c.load_tokens == b.load_tokens && !hits.empty() &&
+         hits[i] > hits[best]) ||
+        (c.load_tokens == b.load_tokens &&
+         (hits.empty() || hits[i] == hits[best]) &&
+         c.in_flight_requests < b.in_flight_requests)) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+class CacheAwarePolicy : public PlacementPolicy {
+ public:
+  explicit CacheAwarePolicy(const CacheAwareOptions& options)
+      : options_(options) {}
+  absl::string_view name() const override { return "cache_aware"; }
+  absl::StatusOr<PlacementDecision> Choose(
+      const PlacementInput& input) override {
+    if (absl::Status s = CheckInput(input); !s.ok()) return s;
+    std::vector<int64_t> hits;
+    hits.reserve(input.candidates.size());
+    for (const WorkerCandidate& c : input.candidates) {
+      hits.push_back(c.matched_tokens);
+    }
+    return ChooseByPrefixAndLoad(input, hits, options_, rotation_++);
+  }
+
+ private:
+  const CacheAwareOptions options_;
+  std::atomic<uint64_t> rotation_{0};
+};
+
+class RoundRobinPolicy : public PlacementPolicy {
+ public:
+  absl::string_view name() const override { return "round_robin"; }
+  absl::StatusOr<PlacementDecision> Choose(
+      const PlacementInput& input) override {
+    if (absl::Status s = CheckInput(input); !s.ok()) return s;
+    PlacementDecision d;
+    d.index = static_cast<int>(next_++ % input.candidates.size());
+    d.kind = PlacementDecisionKind::kRoundRobin;
+    return d;
+  }
+
+ private:
+  std::atomic<uint64_t> next_{0};
+};
+
+class LeastLoadPolicy : public PlacementPolicy {
+ public:
+  absl::string_view name() const override { return "least_load"; }
+  absl::StatusOr<PlacementDecision> Choose(
+      const PlacementInput& input) override {
+    if (absl::Status s = CheckInput(input); !s.ok()) return s;
+    PlacementDecision d;
+    d.index = LeastLoaded(input, {}, rotation_++);
+    d.kind = PlacementDecisionKind::kLeastLoad;
+    d.score = static_cast<double>(input.candidates[d.index].load_tokens);
+    return d;
+  }
+
+ private:
+  std::atomic<uint64_t> rotation_{0};
+};
+
+class ApproxTreePolicy : public PlacementPolicy {
+ public:
+  ApproxTreePolicy(const CacheAwareOptions& options, int64_t capacity_tokens)
+      : options_(options), capacity_tokens_(capacity_tokens) {}
+  absl::string_view name() const override { return "approx_tree"; }
+
+  absl::StatusOr<PlacementDecision> Choose(
+      const PlacementInput& input) override {
+    if (absl::Status s = CheckInput(input); !s.ok()) return s;
+    std::vector<int64_t> hits;
+    uint64_t rotation;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const WorkerCandidate& c : input.candidates) {
+        hits.push_back(TreeFor(c.worker_id, c.epoch)->Match(input.tokens));
+      }
+      rotation = rotation_++;
+    }
+    return ChooseByPrefixAndLoad(input, hits, options_, rotation);
+  }
+
+  void OnDispatched(const std::string& worker_id, int64_t epoch,
+                    absl::Span<const int32_t> tokens) override {
+    absl::MutexLock lock(&mu_);
+    TreeFor(worker_id, epoch)->Insert(tokens);
+  }
+
+ private:
+  struct WorkerTree {
+    int64_t epoch = 0;
+    std::unique_ptr<ApproxPrefixTree> tree;
+  };
+
+  // The worker's tree; a new epoch (restart) starts an empty one.
+  ApproxPrefixTree* TreeFor(const std::string& worker_id, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    WorkerTree& t = trees_[worker_id];
+    if (t.tree == nullptr || t.epoch != epoch) {
+      t.epoch = epoch;
+      t.tree = std::make_unique<ApproxPrefixTree>(capacity_tokens_);
+    }
+    return t.tree.get();
+  }
+
+  const CacheAwareOptions options_;
+  const int64_t capacity_tokens_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, WorkerTree> trees_ ABSL_GUARDED_BY(mu_);
+  uint64_t rotation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+absl::string_view PlacementDecisionName(PlacementDecisionKind kind) {
+  switch (kind) {
+    case PlacementDecisionKind::kPrefixHit:
+      return "prefix_hit";
+    case PlacementDecisionKind::kCostTradeoff:
+      return "cost_tradeoff";
+    case PlacementDecisionKind::kNoPrefix:
+      return "no_prefix";
+    case PlacementDecisionKind::kLoadGuard:
+      return "load_guard";
+    case PlacementDecisionKind::kRoundRobin:
+      return "round_robin";
+    case PlacementDecisionKind::kLeastLoad:
+      return "least_load";
+  }
+  return "unknown";
+}
+
+PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
+                                        absl::Span<const int64_t> hits_in,
+                                        const CacheAwareOptions& options,
+                                        uint64_t rotation) {
+  const size_t n = input.candidates.size();
+  const int64_t prompt = static_cast<int64_t>(input.tokens.size());
+  // A worker reuses at most prompt - 1 tokens (one is always computed).
+  const int64_t max_reusable = std::max<int64_t>(0, prompt - 1);
+  std::vector<int64_t> hits(n, 0);
+  int64_t max_hit = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!input.prefix_cache_disabled) {
+      hits[i] = std::clamp<int64_t>(hits_in[i], 0, max_reusable);
+    }
+    max_hit = std::max(max_hit, hits[i]);
+  }
+  auto score_of = [&](size_t i) {
+    return options.prefill_weight * static_cast<double>(prompt - hits[i]) +
+           options.load_weight *
+               static_cast<double>(input.candidates[i].load_tokens);
+  };
+  int best = -1;
+  double best_score = std::numeric_limits<double>::infinity();
+  for (size_t j = 0; j < n; ++j) {
+    const size_t i = (j + rotation) % n;
+    const double s = score_of(i);
+    if (best < 0 || s < best_score ||
+        (s == best_score && input.candidates[i].load_tokens <
+                                input.candidates[best].load_tokens)) {
+      best = static_cast<int>(i);
+      best_score = s;
+    }
+  }
+  PlacementDecision d;
+  d.index = best;
+  d.score = best_score;
+  const int least = LeastLoaded(input, hits, rotation);
+  const int64_t best_load = input.candidates[best].load_tokens;
+  const int64_t least_load = input.candidates[least].load_tokens;
+  if (least != best && best_load - least_load > options.balance_abs_tokens &&
+      static_cast<double>(best_load) >
+          options.balance_rel_ratio * static_cast<double>(least_load)) {
+    d.index = least;
+    d.score = score_of(least);
+    d.kind = PlacementDecisionKind::kLoadGuard;
+  } else if (max_hit == 0) {
+    d.kind = PlacementDecisionKind::kNoPrefix;
+  } else if (hits[best] == max_hit) {
+    d.kind = PlacementDecisionKind::kPrefixHit;
+  } else {
+    d.kind = PlacementDecisionKind::kCostTradeoff;
+  }
+  d.predicted_hit_tokens = hits[d.index];
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> CreatePlacementPolicy(
+    absl::string_view name, const CacheAwareOptions& options,
+    int64_t approx_tree_capacity_tokens) {
+  if (name == "cache_aware") {
+    return std::unique_ptr<PlacementPolicy>(new CacheAwarePolicy(options));
+  }
+  if (name == "round_robin") {
+    return std::unique_ptr<PlacementPolicy>(new RoundRobinPolicy());
+  }
+  if (name == "least_load") {
+    return std::unique_ptr<PlacementPolicy>(new LeastLoadPolicy());
+  }
+  if (name == "approx_tree") {
+    return std::unique_ptr<PlacementPolicy>(
+        new ApproxTreePolicy(options, approx_tree_capacity_tokens));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown placement policy \"", name,
+                   "\" (expected cache_aware, round_robin, least_load or "
+                   "approx_tree)"));
+}
+
+std::vector<std::string> PlacementPolicyNames() {
+  return {"cache_aware", "round_robin", "least_load", "approx_tree"};
+}
+
+}  // namespace radixkv::router

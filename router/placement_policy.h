@@ -1,0 +1,139 @@
+// PlacementPolicy: chooses the worker for one request from the live workers
+// the cache service reports (one CacheService.Match call per request gives,
+// per worker, the exact cached prefix, its epoch and its heartbeat load).
+//
+// Policies (flag --policy of the router):
+//   cache_aware  (default) scores each worker by the prefill tokens it would
+//                compute (prompt - exact matched prefix) and its outstanding
+//                load, with a load-imbalance guard. Uses the exact residency
+//                of the global radix tree (design brief, "one request" 2).
+//   round_robin  ignores residency and load.
+//   least_load   the worker with the fewest outstanding tokens.
+//   approx_tree  the cache_aware scoring, but with hit lengths from a
+//                router-local approximate tree per worker fed only by the
+//                requests this router routed (as routers without access to
+//                the real cache do, e.g. the SGLang router); it never reads
+//                the exact matched_tokens.
+#ifndef RADIXKV_ROUTER_PLACEMENT_POLICY_H_
+#define RADIXKV_ROUTER_PLACEMENT_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "router/approx_prefix_tree.h"
+
+namespace radixkv::router {
+
+// One live worker as seen at routing time.
+struct WorkerCandidate {
+  std::string worker_id;
+  std::string address;
+  // Registration epoch (a restarted worker has a larger one).
+  int64_t epoch = 0;
+  // Exact longest cached prefix of the prompt on this worker, tokens (from
+  // CacheService.Match). Only cache_aware reads it.
+  int64_t matched_tokens = 0;
+  // Outstanding load, tokens: max(the worker's last heartbeat
+  // outstanding_tokens, this router's own dispatched-but-unfinished tokens
+  // counted at dispatch). See WorkerLoadTracker.
+  int64_t load_tokens = 0;
+  // Requests this router has in flight on the worker.
+  int64_t in_flight_requests = 0;
+};
+
+// Why a worker was chosen; used as the `decision` metric label.
+enum class PlacementDecisionKind {
+  kPrefixHit,     // the worker with the longest (predicted) prefix won
+  kCostTradeoff,  // a worker with a shorter prefix won on load
+  kNoPrefix,      // no worker had any prefix: least loaded
+  kLoadGuard,     // the imbalance guard overrode the best-scored worker
+  kRoundRobin,
+  kLeastLoad,
+};
+
+// Stable snake_case name of a decision ("prefix_hit", "load_guard", ...).
+absl::string_view PlacementDecisionName(PlacementDecisionKind kind);
+
+struct PlacementDecision {
+  // Index into PlacementInput::candidates.
+  int index = -1;
+  PlacementDecisionKind kind = PlacementDecisionKind::kNoPrefix;
+  // Prompt tokens the policy expects the chosen worker to reuse, tokens.
+  int64_t predicted_hit_tokens = 0;
+  // Score of the chosen worker (lower is better; 0 for policies without one).
+  double score = 0;
+};
+
+struct PlacementInput {
+  // The prompt token ids.
+  absl::Span<const int32_t> tokens;
+  // Decode tokens the request may produce (sampling.max_new_tokens).
+  int64_t max_new_tokens = 0;
+  // The request runs with disable_prefix_cache: nothing will be reused.
+  bool prefix_cache_disabled = false;
+  // Live workers, excluding ones that already failed this request; not empty.
+  std::vector<WorkerCandidate> candidates;
+};
+
+// Weights of the cache_aware / approx_tree score
+//   score(w) = prefill_weight * (prompt_tokens - hit_tokens(w))
+//            + load_weight * load_tokens(w)
+// and the imbalance guard: when the best-scored worker's load exceeds the
+// least loaded worker's load by more than `balance_abs_tokens` AND by more
+// than the factor `balance_rel_ratio`, the least loaded worker is chosen
+// instead (the SGLang router's balance_abs/rel thresholds, in tokens), so a
+// hot shared prefix cannot pile every request onto one worker.
+struct CacheAwareOptions {
+  double prefill_weight = 1.0;
+  double load_weight = 1.0;
+  int64_t balance_abs_tokens = 1024;
+  double balance_rel_ratio = 2.0;
+};
+
+// Thread-safe: Choose and OnDispatched may be called from any thread.
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+
+  // The flag value that selects this policy.
+  virtual absl::string_view name() const = 0;
+
+  // Picks a worker. INVALID_ARGUMENT when `input.candidates` is empty.
+  virtual absl::StatusOr<PlacementDecision> Choose(
+      const PlacementInput& input) = 0;
+
+  // Tells the policy that `tokens` were sent to `worker_id` at `epoch`
+  // (approx_tree learns from it; a new epoch forgets the worker's tree).
+  virtual void OnDispatched(const std::string& worker_id, int64_t epoch,
+                            absl::Span<const int32_t> tokens) {}
+};
+
+// Creates the policy called `name` (cache_aware, round_robin, least_load,
+// approx_tree). INVALID_ARGUMENT for other names. `approx_tree_capacity` is
+// the per-worker token bound of approx_tree's trees.
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> CreatePlacementPolicy(
+    absl::string_view name, const CacheAwareOptions& options,
+    int64_t approx_tree_capacity_tokens = 1 << 20);
+
+// The names CreatePlacementPolicy accepts.
+std::vector<std::string> PlacementPolicyNames();
+
+// Scores candidates with `hits[i]` as their hit lengths (shared by
+// cache_aware and approx_tree; exposed for tests). `rotation` breaks exact
+// ties fairly.
+PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
+                                        absl::Span<const int64_t> hits,
+                                        const CacheAwareOptions& options,
+                                        uint64_t rotation);
+
+}  // namespace radixkv::router
+
+#endif  // RADIXKV_ROUTER_PLACEMENT_POLICY_H_
