@@ -1,4 +1,5 @@
-// radixkv cache service: the global radix tree, allocator, leases and eviction for every worker's KV memory.
+// radixkv cache service: the global radix tree, allocator, leases and eviction
+// for every worker's KV memory.
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -28,7 +29,10 @@ absl::Status ValidateFlags() {
 
 int main(int argc, char** argv) {
   namespace process = radixkv::process;
-  process::InitProcess(argc, argv, "radixkv cache service: the global radix tree, allocator, leases and eviction for every worker's KV memory.");
+  process::InitProcess(
+      argc, argv,
+      "radixkv cache service: the global radix tree, allocator, leases and "
+      "eviction for every worker's KV memory.");
   absl::Status valid = ValidateFlags();
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
