@@ -36,7 +36,7 @@ class CpuThreadPool {
 
  private:
   void WorkerLoop();
-  void RunTasks();
+  void RunTasks(const std::function<void(int64_t)>* fn, int64_t n);
 
   const int num_threads_;
   std::vector<std::thread> workers_;

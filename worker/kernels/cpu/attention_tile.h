@@ -1,0 +1,210 @@
+// Internal to worker/kernels/cpu: the tile loop shared by ExtendAttention and
+// DecodeAttention. Not part of the kernel API; include only from this folder.
+//
+// A task owns one KV head and R query rows (the GQA group's query heads, times
+// a block of query tokens for extend). For every tile of up to kTileTokens
+// keys it gathers K and V of that head from the pool ONCE, converting to fp32,
+// and all R rows consume it: the KV read per head is paid once for the whole
+// GQA group (seed 1.4 "GQA 融合展开").
+//
+// Softmax is online (flash-attention style running max m, running sum l,
+// unnormalized accumulator) in the base-2 domain: the caller folds
+// sm_scale * log2(e) into Q once, and every exponential is exp2 (seed 1.4
+// "为什么底层硬件采用 exp2"). A final (m, l, acc) triple is exactly a split-KV
+// partition's (m_p, l_p, l_p * O_p) of seed 1.4.
+#ifndef RADIXKV_WORKER_KERNELS_CPU_ATTENTION_TILE_H_
+#define RADIXKV_WORKER_KERNELS_CPU_ATTENTION_TILE_H_
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "worker/kernels/attention_combine.h"
+#include "worker/kv_cache_layout.h"
+#include "worker/numeric_types.h"
+
+namespace radixkv::worker::cpu_attention {
+
+// Keys per tile: K and V tiles of 64 x 128 fp32 are 32 KiB each (L1/L2).
+inline constexpr int kTileTokens = 64;
+
+// 2^x for x in the softmax range (x <= 0; -inf gives 2^-126 ~ 1e-38, which
+// only ever multiplies zeros). Branch-free so loops over it vectorize: round
+// to nearest integer n, 2^(x-n) by a degree-7 polynomial on [-0.5, 0.5],
+// scale by building the exponent bits. Max relative error ~1e-7 (fp32 ulp).
+inline float Exp2(float x) {
+  x = x < -126.0f ? -126.0f : x;
+  x = x > 127.0f ? 127.0f : x;
+  const float n = (x + 12582912.0f) - 12582912.0f;  // round via 1.5 * 2^23
+  const float f = x - n;
+  float p = 1.5252733804059840e-5f;
+  p = p * f + 1.5403530393381606e-4f;
+  p = p * f + 1.3333558146428443e-3f;
+  p = p * f + 9.6181291076284772e-3f;
+  p = p * f + 5.5504108664821580e-2f;
+  p = p * f + 2.4022650695910071e-1f;
+  p = p * f + 6.9314718055994531e-1f;
+  p = p * f + 1.0f;
+  const int32_t e = static_cast<int32_t>(n) + 127;
+  return p * std::bit_cast<float>(static_cast<uint32_t>(e) << 23);
+}
+
+// Converts n contiguous stored elements to fp32.
+inline void ConvertRow(const float* __restrict src, float* __restrict dst,
+                       int n) {
+  std::memcpy(dst, src, sizeof(float) * n);
+}
+
+inline void ConvertRow(const bf16_t* __restrict src, float* __restrict dst,
+                       int n) {
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(src);
+#pragma omp simd
+  for (int i = 0; i < n; ++i) {
+    dst[i] = std::bit_cast<float>(static_cast<uint32_t>(bits[i]) << 16);
+  }
+}
+
+inline void ConvertRow(const fp16_t* __restrict src, float* __restrict dst,
+                       int n) {
+  int i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = Fp16ToFloat(src[i]);
+}
+
+// Gathers one kv head's K (is_v false) or V (is_v true) rows for n tokens at
+// pool slots `slots` into out [n][head_dim] fp32. Layout handled through the
+// pool's one address function (worker/kv_cache_layout.h, seed 1.3).
+template <typename T>
+void GatherRows(const KvCacheGeometry& g, const T* cache, bool is_v,
+                const int64_t* slots, int n, int32_t kv_head, float* out) {
+  const int32_t D = g.head_dim;
+  if (g.layout != KvLayout::kVllm) {
+    for (int t = 0; t < n; ++t) {
+      ConvertRow(cache + g.KOffset(slots[t], kv_head, 0), out + t * D, D);
+    }
+  } else if (!is_v) {  // K [.., D/x, page_size, x]: runs of x dims
+    const int32_t x = g.vllm_x();
+    const int64_t run_stride = static_cast<int64_t>(g.page_size) * x;
+    for (int t = 0; t < n; ++t) {
+      const T* base = cache + g.KOffset(slots[t], kv_head, 0);
+      for (int32_t c = 0; c < D; c += x) {
+        ConvertRow(base + (c / x) * run_stride, out + t * D + c, x);
+      }
+    }
+  } else {  // V [.., D, page_size]: dims page_size apart
+    const int64_t stride = g.page_size;
+    for (int t = 0; t < n; ++t) {
+      const T* base = cache + g.VOffset(slots[t], kv_head, 0);
+      float* o = out + t * D;
+      for (int32_t d = 0; d < D; ++d) o[d] = ToFloat(base[d * stride]);
+    }
+  }
+}
+
+// Running softmax state of R query rows of width D.
+struct RowStates {
+  float* m;    // [R] running max, base-2 logits; -inf before any key
+  float* l;    // [R] running sum of 2^(s - m)
+  float* acc;  // [R][D] running sum of 2^(s - m) * v
+
+  void Reset(int rows, int head_dim) const {
+    std::fill(m, m + rows, -INFINITY);
+    std::fill(l, l + rows, 0.0f);
+    std::fill(acc, acc + static_cast<int64_t>(rows) * head_dim, 0.0f);
+  }
+};
+
+// Folds one tile of n keys into the R rows' states.
+//   q        [R][D] query rows, already scaled by sm_scale * log2(e)
+//   k, v     [n][D] fp32 tile
+//   visible  optional [R]: row r sees keys [0, visible[r]) of the tile (the
+//            causal mask of the diagonal tile); nullptr = all n visible.
+// kD is head_dim when known at compile time (0 = use head_dim).
+template <int kD>
+void AttendTile(const float* __restrict q, int rows, int head_dim,
+                const float* __restrict k, const float* __restrict v, int n,
+                const int* visible, const RowStates& st) {
+  const int D = kD > 0 ? kD : head_dim;
+  alignas(64) float s[kTileTokens];
+  for (int r = 0; r < rows; ++r) {
+    const int nv = visible != nullptr ? std::min(visible[r], n) : n;
+    if (nv <= 0) continue;
+    const float* __restrict qr = q + static_cast<int64_t>(r) * D;
+    float tile_max = -INFINITY;
+    for (int t = 0; t < nv; ++t) {
+      const float* __restrict kt = k + static_cast<int64_t>(t) * D;
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int d = 0; d < D; ++d) dot += qr[d] * kt[d];
+      s[t] = dot;
+      tile_max = std::max(tile_max, dot);
+    }
+    const float m_old = st.m[r];
+    const float m_new = std::max(m_old, tile_max);
+    const float alpha = Exp2(m_old - m_new);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int t = 0; t < nv; ++t) {
+      s[t] = Exp2(s[t] - m_new);
+      sum += s[t];
+    }
+    st.m[r] = m_new;
+    st.l[r] = st.l[r] * alpha + sum;
+    float* __restrict a = st.acc + static_cast<int64_t>(r) * D;
+#pragma omp simd
+    for (int d = 0; d < D; ++d) a[d] *= alpha;
+    for (int t = 0; t < nv; ++t) {
+      const float p = s[t];
+      const float* __restrict vt = v + static_cast<int64_t>(t) * D;
+#pragma omp simd
+      for (int d = 0; d < D; ++d) a[d] += p * vt[d];
+    }
+  }
+}
+
+// Dispatches AttendTile on the common head dims so their loops are unrolled.
+inline void AttendTileAnyD(const float* q, int rows, int head_dim,
+                           const float* k, const float* v, int n,
+                           const int* visible, const RowStates& st) {
+  switch (head_dim) {
+    case 64:
+      return AttendTile<64>(q, rows, head_dim, k, v, n, visible, st);
+    case 80:
+      return AttendTile<80>(q, rows, head_dim, k, v, n, visible, st);
+    case 128:
+      return AttendTile<128>(q, rows, head_dim, k, v, n, visible, st);
+    default:
+      return AttendTile<0>(q, rows, head_dim, k, v, n, visible, st);
+  }
+}
+
+// Writes row r's normalized output acc / l to out[r * out_stride ..] and its
+// natural-log LSE (m + log2 l) * ln 2 to lse[r * lse_stride] (when lse is
+// non-null). An empty row (l == 0) gets zeros and -inf.
+inline void WriteRows(const RowStates& st, int rows, int head_dim, float* out,
+                      int64_t out_stride, float* lse, int64_t lse_stride) {
+  for (int r = 0; r < rows; ++r) {
+    const float l = st.l[r];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float* a = st.acc + static_cast<int64_t>(r) * head_dim;
+    float* o = out + r * out_stride;
+    for (int d = 0; d < head_dim; ++d) o[d] = a[d] * inv;
+    if (lse != nullptr) lse[r * lse_stride] = CombineLse(st.m[r], l);
+  }
+}
+
+}  // namespace radixkv::worker::cpu_attention
+
+#endif  // RADIXKV_WORKER_KERNELS_CPU_ATTENTION_TILE_H_

@@ -1,0 +1,181 @@
+#include "worker/kernels/cpu/extend_attention.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "worker/kernels/attention_combine.h"
+#include "worker/kernels/cpu/attention_tile.h"
+#include "worker/kv_cache_layout.h"
+#include "worker/numeric_types.h"
+
+namespace radixkv::worker {
+namespace {
+
+using cpu_attention::AttendTileAnyD;
+using cpu_attention::GatherRows;
+using cpu_attention::kTileTokens;
+using cpu_attention::RowStates;
+
+// Query rows per task: a block of query tokens times the GQA group, about
+// this many rows so the tile loads are amortized over many rows (seed 3.4
+// BLOCK_M).
+constexpr int kRowsPerTask = 64;
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "ExtendAttention: %s\n", what);
+  std::abort();
+}
+
+void CheckIndptr(absl::Span<const int32_t> indptr, const char* name) {
+  if (indptr.empty() || indptr[0] != 0) Fail(name);
+  for (size_t b = 1; b < indptr.size(); ++b) {
+    if (indptr[b] < indptr[b - 1]) Fail(name);
+  }
+}
+
+void Validate(const KvPool& pool, const ExtendAttentionArgs& a) {
+  const KvCacheGeometry& g = pool.geometry();
+  CheckIndptr(a.qo_indptr, "qo_indptr must start at 0 and not decrease");
+  CheckIndptr(a.kv_indptr, "kv_indptr must start at 0 and not decrease");
+  if (a.qo_indptr.size() != a.kv_indptr.size()) {
+    Fail("qo_indptr and kv_indptr sizes differ");
+  }
+  const int64_t total = a.kv_indptr.back();
+  if (static_cast<int64_t>(a.kv_indices.size()) < total) {
+    Fail("kv_indices shorter than kv_indptr[B]");
+  }
+  const int64_t capacity = g.capacity_slots();
+  for (int64_t i = 0; i < total; ++i) {
+    if (a.kv_indices[i] < 0 || a.kv_indices[i] >= capacity) {
+      Fail("kv_indices slot outside the pool");
+    }
+  }
+  if (a.num_q_heads < 1 || a.num_q_heads % g.num_kv_heads != 0) {
+    Fail("num_q_heads not a positive multiple of num_kv_heads");
+  }
+  if (a.qo_indptr.back() > 0 && (a.q == nullptr || a.k_extend == nullptr ||
+                                 a.v_extend == nullptr || a.out == nullptr)) {
+    Fail("q, k_extend, v_extend or out is null");
+  }
+}
+
+struct Task {
+  int32_t seq;
+  int32_t kv_head;
+  int32_t q_begin;  // query tokens [q_begin, q_end) of the sequence
+  int32_t q_end;
+};
+
+template <typename T>
+void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
+                 CpuThreadPool* threads) {
+  const KvCacheGeometry& g = pool.geometry();
+  const T* k_cache = static_cast<const T*>(pool.k_data(layer));
+  const T* v_cache = static_cast<const T*>(pool.v_data(layer));
+  const int32_t B = static_cast<int32_t>(a.qo_indptr.size()) - 1;
+  const int32_t Hkv = g.num_kv_heads, D = g.head_dim, Hq = a.num_q_heads;
+  const int32_t group = Hq / Hkv;
+  const float scale_log2 = a.sm_scale * kLog2e;
+  const int32_t block_m = std::max(1, kRowsPerTask / group);
+
+  // Tasks: (sequence, kv head, block of block_m query tokens).
+  std::vector<Task> tasks;
+  for (int32_t b = 0; b < B; ++b) {
+    const int32_t le = a.qo_indptr[b + 1] - a.qo_indptr[b];
+    for (int32_t i0 = 0; i0 < le; i0 += block_m) {
+      for (int32_t h = 0; h < Hkv; ++h) {
+        tasks.push_back(Task{b, h, i0, std::min(le, i0 + block_m)});
+      }
+    }
+  }
+  const int64_t kv_row = static_cast<int64_t>(Hkv) * D;  // k_extend row
+  const int64_t q_row = static_cast<int64_t>(Hq) * D;
+
+  ParallelFor(threads, static_cast<int64_t>(tasks.size()), [&](int64_t ti) {
+    const Task& task = tasks[ti];
+    const int32_t mb = task.q_end - task.q_begin;
+    const int32_t rows =
+        mb * group;  // row r = token (r / group), head r % group
+    const int64_t qo_start = a.qo_indptr[task.seq];
+    const int64_t lp = a.kv_indptr[task.seq + 1] - a.kv_indptr[task.seq];
+    std::vector<float> q(static_cast<size_t>(rows) * D);
+    std::vector<float> m(rows), l(rows), acc(static_cast<size_t>(rows) * D);
+    std::vector<float> k(static_cast<size_t>(kTileTokens) * D);
+    std::vector<float> v(static_cast<size_t>(kTileTokens) * D);
+    std::vector<int> visible(rows);
+    // Gather this block's query rows, scaled into the base-2 domain.
+    for (int32_t i = 0; i < mb; ++i) {
+      const float* src = a.q + (qo_start + task.q_begin + i) * q_row +
+                         static_cast<int64_t>(task.kv_head) * group * D;
+      float* dst = q.data() + static_cast<int64_t>(i) * group * D;
+      for (int64_t e = 0; e < static_cast<int64_t>(group) * D; ++e) {
+        dst[e] = src[e] * scale_log2;
+      }
+    }
+    const RowStates st{m.data(), l.data(), acc.data()};
+    st.Reset(rows, D);
+
+    // Stage 1 (seed 3.4): prefix tiles from the pool, fully visible.
+    const int64_t* slots = a.kv_indices.data() + a.kv_indptr[task.seq];
+    for (int64_t j0 = 0; j0 < lp; j0 += kTileTokens) {
+      const int n = static_cast<int>(std::min<int64_t>(kTileTokens, lp - j0));
+      GatherRows(g, k_cache, false, slots + j0, n, task.kv_head, k.data());
+      GatherRows(g, v_cache, true, slots + j0, n, task.kv_head, v.data());
+      AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n, nullptr, st);
+    }
+
+    // Stage 2: the new tokens, causal j' <= i; early exit at q_end: tiles
+    // starting at or after the block's last query are never loaded.
+    const int32_t extend_end = task.q_end;
+    for (int32_t j0 = 0; j0 < extend_end; j0 += kTileTokens) {
+      const int n = std::min(kTileTokens, extend_end - j0);
+      for (int t = 0; t < n; ++t) {
+        const int64_t src = (qo_start + j0 + t) * kv_row +
+                            static_cast<int64_t>(task.kv_head) * D;
+        std::memcpy(k.data() + static_cast<int64_t>(t) * D, a.k_extend + src,
+                    sizeof(float) * D);
+        std::memcpy(v.data() + static_cast<int64_t>(t) * D, a.v_extend + src,
+                    sizeof(float) * D);
+      }
+      const bool diagonal = j0 + n - 1 > task.q_begin;
+      if (diagonal) {
+        for (int32_t r = 0; r < rows; ++r) {
+          const int32_t i = task.q_begin + r / group;
+          visible[r] = std::clamp(i + 1 - j0, 0, n);
+        }
+      }
+      AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n,
+                     diagonal ? visible.data() : nullptr, st);
+    }
+
+    for (int32_t i = 0; i < mb; ++i) {
+      const int64_t token = qo_start + task.q_begin + i;
+      const int64_t head0 = static_cast<int64_t>(task.kv_head) * group;
+      const RowStates row_st{st.m + i * group, st.l + i * group,
+                             st.acc + static_cast<int64_t>(i) * group * D};
+      cpu_attention::WriteRows(
+          row_st, group, D, a.out + token * q_row + head0 * D, D,
+          a.lse != nullptr ? a.lse + token * Hq + head0 : nullptr, 1);
+    }
+  });
+}
+
+}  // namespace
+
+void ExtendAttention(const KvPool& pool, int layer,
+                     const ExtendAttentionArgs& args, CpuThreadPool* threads) {
+  Validate(pool, args);
+  switch (pool.dtype()) {
+    case DType::kF32:
+      return ExtendTyped<float>(pool, layer, args, threads);
+    case DType::kBF16:
+      return ExtendTyped<bf16_t>(pool, layer, args, threads);
+    case DType::kF16:
+      return ExtendTyped<fp16_t>(pool, layer, args, threads);
+  }
+}
+
+}  // namespace radixkv::worker
