@@ -1,0 +1,133 @@
+#include "worker/model/model_config.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "worker/model/shared_test_data.h"
+
+namespace radixkv::worker {
+namespace {
+
+TEST(ModelConfigTest, GoldenLlama3GqaBf16Transformers5Form) {
+  absl::StatusOr<std::string> shared = testing::FindSharedDir();
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  absl::StatusOr<ModelConfig> c =
+      LoadModelConfig(*shared + "/golden/models/llama3-gqa-bf16");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "llama");
+  EXPECT_EQ(c->vocab_size, 512);
+  EXPECT_EQ(c->hidden_size, 256);
+  EXPECT_EQ(c->intermediate_size, 512);
+  EXPECT_EQ(c->num_hidden_layers, 3);
+  EXPECT_EQ(c->num_attention_heads, 8);
+  EXPECT_EQ(c->num_key_value_heads, 2);
+  EXPECT_EQ(c->gqa_group_size(), 4);
+  EXPECT_EQ(c->head_dim, 32);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
+  EXPECT_EQ(c->rope.type, RopeType::kLlama3);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 500000.0);
+  EXPECT_DOUBLE_EQ(c->rope.factor, 8.0);
+  EXPECT_DOUBLE_EQ(c->rope.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c->rope.high_freq_factor, 4.0);
+  EXPECT_EQ(c->rope.original_max_position_embeddings, 256);
+  EXPECT_EQ(c->max_position_embeddings, 4096);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>({2}));
+  EXPECT_EQ(c->dtype, "bfloat16");
+}
+
+TEST(ModelConfigTest, GoldenQwen2HasQkvBiasAndDerivedHeadDim) {
+  absl::StatusOr<std::string> shared = testing::FindSharedDir();
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  absl::StatusOr<ModelConfig> c =
+      LoadModelConfig(*shared + "/golden/models/qwen2-tiny-fp32");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen2");
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_FALSE(c->o_bias);
+  EXPECT_EQ(c->head_dim, 32);  // 128 / 4, no head_dim field
+  EXPECT_EQ(c->num_key_value_heads, 1);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_EQ(c->rope.type, RopeType::kDefault);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 1e6);
+  EXPECT_FALSE(c->tie_word_embeddings);
+}
+
+TEST(ModelConfigTest, Transformers4FormWithRopeScalingAndEosList) {
+  const char* json = R"({
+    "model_type": "llama", "vocab_size": 1000, "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-6, "rope_theta": 500000.0,
+    "rope_scaling": {"type": "llama3", "factor": 32.0,
+                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192},
+    "torch_dtype": "float16", "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009], "attention_bias": true})";
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(json);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->rope.type, RopeType::kLlama3);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 500000.0);
+  EXPECT_DOUBLE_EQ(c->rope.factor, 32.0);
+  EXPECT_EQ(c->rope.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->dtype, "float16");
+  EXPECT_EQ(c->bos_token_id, 128000);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>({128001, 128008, 128009}));
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_TRUE(c->o_bias);
+  EXPECT_FALSE(c->tie_word_embeddings);
+}
+
+TEST(ModelConfigTest, Transformers4FormWithoutScalingIsDefaultRope) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(R"({
+    "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "rope_theta": 1234.5,
+    "rope_scaling": null})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope.type, RopeType::kDefault);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 1234.5);
+  EXPECT_EQ(c->num_key_value_heads, 2);  // defaults to num_attention_heads
+  EXPECT_EQ(c->bos_token_id, -1);
+  EXPECT_TRUE(c->eos_token_ids.empty());
+}
+
+TEST(ModelConfigTest, RejectsBadConfigs) {
+  const std::string base =
+      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+         "num_hidden_layers": 1)";
+  struct Case {
+    std::string json;
+    std::string expected_substring;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{", "malformed"},
+           {"{" + base + "}", "num_attention_heads"},
+           {"{" + base + R"(, "num_attention_heads": 3,
+              "num_key_value_heads": 2})",
+            "divisible"},
+           {"{" + base + R"(, "num_attention_heads": 2,
+              "rope_parameters": {"rope_type": "yarn", "factor": 4}})",
+            "yarn"},
+           {"{" + base + R"(, "num_attention_heads": 2,
+              "rope_parameters": {"rope_type": "llama3", "factor": 8}})",
+            "low_freq_factor"},
+           {"{" + base + R"(, "num_attention_heads": 2,
+              "hidden_act": "gelu"})",
+            "gelu"},
+       }) {
+    absl::StatusOr<ModelConfig> r = ParseModelConfig(c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(c.expected_substring),
+              std::string::npos)
+        << r.status();
+  }
+  EXPECT_EQ(LoadModelConfig("/nonexistent-dir").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace radixkv::worker

@@ -1,0 +1,103 @@
+// Token sampling for one request: greedy, temperature, top-k, top-p with a
+// per-request seed; stop conditions (stop token ids, stop strings matched on
+// the detokenized text).
+#ifndef RADIXKV_WORKER_MODEL_SAMPLER_H_
+#define RADIXKV_WORKER_MODEL_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace radixkv::worker {
+
+// Sampling parameters of one request (mirrors radixkv.v1.SamplingParams).
+struct SamplingParams {
+  // 0 = greedy (argmax, lowest id on ties); > 0 divides the logits.
+  float temperature = 0.0f;
+  // Keep only the k most likely tokens; 0 = off.
+  int32_t top_k = 0;
+  // Nucleus: keep the smallest prefix of the sorted distribution whose mass
+  // reaches top_p (token i is kept while the mass before it is < top_p; the
+  // top token is always kept); 1 = off.
+  float top_p = 1.0f;
+  // Seed of this request's random stream. Equal seeds and equal logits give
+  // equal tokens, independent of batch composition.
+  uint64_t seed = 0;
+  // Generation stops when one of these ids is sampled (the id is emitted).
+  std::vector<int32_t> stop_token_ids;
+  // Generation stops when the text contains one of these; the text is cut
+  // before the match (see StopChecker).
+  std::vector<std::string> stop_strings;
+  // Maximum number of generated tokens, >= 1.
+  int32_t max_new_tokens = 16;
+  // Do not stop at the model's EOS ids.
+  bool ignore_eos = false;
+};
+
+// INVALID_ARGUMENT unless temperature >= 0 and finite, top_k >= 0,
+// 0 < top_p <= 1, max_new_tokens in [1, max_new_tokens_limit], no empty stop
+// string.
+absl::Status ValidateSamplingParams(const SamplingParams& params,
+                                    int32_t max_new_tokens_limit);
+
+// Draws tokens from logits for one request. Order of the transforms as in HF
+// transformers' generate: temperature, then top-k, then top-p, then a draw
+// from the renormalized distribution (softmax in fp64 for the cumulative
+// sums). Each Sample() with temperature > 0 consumes exactly one 53-bit
+// uniform from a std::mt19937_64 seeded with params.seed, so the stream is
+// reproducible across runs and platforms.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // `logits`: [vocab] fp32 for the next position. Returns the token id.
+  // INVALID_ARGUMENT for empty logits or NaN logits.
+  absl::StatusOr<int32_t> Sample(absl::Span<const float> logits);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  // Scratch, reused across calls.
+  std::vector<int32_t> order_;
+  std::vector<double> probs_;
+};
+
+// Greedy choice: index of the largest logit (lowest index on ties).
+int32_t ArgMax(absl::Span<const float> logits);
+
+// Finds stop strings in streamed text. Feed every detokenized delta through
+// Append(); it returns the part that is safe to show. Text that could be the
+// start of a stop string is held back until it is disambiguated; once a stop
+// string appears, the text before it is released and stopped() is true.
+class StopChecker {
+ public:
+  explicit StopChecker(std::vector<std::string> stop_strings);
+
+  struct Result {
+    std::string emit;      // text to stream now
+    bool stopped = false;  // a stop string matched (it is not in `emit`)
+  };
+
+  // Adds a delta of generated text. After a stop, returns {"", true}.
+  Result Append(absl::string_view delta);
+
+  // End of generation without a stop string: releases the held-back text.
+  std::string Flush();
+
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stop_strings_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+}  // namespace radixkv::worker
+
+#endif  // RADIXKV_WORKER_MODEL_SAMPLER_H_
