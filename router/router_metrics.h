@@ -1,0 +1,57 @@
+// RouterMetrics: the router's Prometheus families (prometheus-cpp), exposed on
+// its /metrics endpoint:
+//   radixkv_router_requests_total{policy,decision,outcome}   counter
+//   radixkv_router_prompt_tokens_total{policy}               counter, tokens
+//   radixkv_router_predicted_hit_tokens_total{policy}        counter, tokens
+//   radixkv_router_predicted_hit_ratio{policy}               histogram (0..1)
+//   radixkv_router_dispatch_total{worker_id}                 counter
+//   radixkv_router_retries_total{reason}                     counter
+//   radixkv_router_routing_latency_seconds{policy}           histogram, s
+//     (request arrival to the dispatch decision, incl. tokenization and
+//     the CacheService.Match RPC)
+//   radixkv_router_in_flight_requests                        gauge
+#ifndef RADIXKV_ROUTER_ROUTER_METRICS_H_
+#define RADIXKV_ROUTER_ROUTER_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace radixkv::router {
+
+// Thread-safe.
+class RouterMetrics {
+ public:
+  // Registers the families in `registry` (which must outlive this object).
+  explicit RouterMetrics(prometheus::Registry& registry);
+  ~RouterMetrics();
+
+  void ObserveRouting(absl::string_view policy, double seconds,
+                      int64_t prompt_tokens, int64_t predicted_hit_tokens);
+  // `outcome`: ok, aborted, client_cancelled, failed_before_first_token,
+  // failed_after_tokens, invalid_argument, resource_exhausted, no_worker,
+  // other error code names.
+  void CountRequest(absl::string_view policy, absl::string_view decision,
+                    absl::string_view outcome);
+  void CountDispatch(const std::string& worker_id);
+  void CountRetry(absl::string_view reason);
+  void AddInFlight(int delta);
+
+  // Histogram bucket upper bounds of routing latency, seconds.
+  static const std::vector<double>& RoutingLatencyBuckets();
+
+ private:
+  struct Families;
+  std::unique_ptr<Families> f_;
+};
+
+}  // namespace radixkv::router
+
+#endif  // RADIXKV_ROUTER_ROUTER_METRICS_H_

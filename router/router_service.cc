@@ -1,0 +1,588 @@
+#include "router/router_service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+
+namespace radixkv::router {
+namespace {
+
+using radixkv::v1::GenerateRequest;
+using radixkv::v1::GenerateResponse;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+// Errors of the request itself: retrying elsewhere cannot help.
+bool IsRequestError(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::CANCELLED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+}  // namespace
+
+// One Generate in progress, shared with Abort and the disconnect watcher.
+struct RouterService::InFlight {
+  absl::Mutex mu;
+  // Null once the handler is returning.
+  grpc::ServerContext* server_context ABSL_GUARDED_BY(mu) = nullptr;
+  // The current worker attempt's context (null between attempts).
+  grpc::ClientContext* worker_context ABSL_GUARDED_BY(mu) = nullptr;
+  std::string worker_address ABSL_GUARDED_BY(mu);
+  bool aborted ABSL_GUARDED_BY(mu) = false;
+  bool client_gone ABSL_GUARDED_BY(mu) = false;
+};
+
+absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
+    const RouterOptions& options, std::unique_ptr<PromptTokenizer> tokenizer,
+    RouterMetrics* metrics) {
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError("max_attempts must be >= 1");
+  }
+  std::unique_ptr<RouterService> service(
+      new RouterService(options, std::move(tokenizer), metrics));
+  for (const std::string& name : PlacementPolicyNames()) {
+    auto policy = CreatePlacementPolicy(name, options.cache_aware,
+                                        options.approx_tree_capacity_tokens);
+    if (!policy.ok()) return policy.status();
+    service->policies_[name] = *std::move(policy);
+  }
+  auto it = service->policies_.find(options.policy);
+  if (it == service->policies_.end()) {
+    return CreatePlacementPolicy(options.policy, {}).status();
+  }
+  service->default_policy_ = it->second.get();
+  service->watcher_ =
+      std::thread([s = service.get()] { s->WatchDisconnects(); });
+  return service;
+}
+
+RouterService::RouterService(const RouterOptions& options,
+                             std::unique_ptr<PromptTokenizer> tokenizer,
+                             RouterMetrics* metrics)
+    : options_(options), tokenizer_(std::move(tokenizer)), metrics_(metrics) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  cache_service_ = radixkv::v1::CacheService::NewStub(grpc::CreateCustomChannel(
+      options.cache_service_address, grpc::InsecureChannelCredentials(), args));
+}
+
+RouterService::~RouterService() { Shutdown(); }
+
+void RouterService::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  stop_.Notify();
+  if (watcher_.joinable()) watcher_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& [_, f] : in_flight_) {
+    absl::MutexLock l(&f->mu);
+    if (f->worker_context != nullptr) f->worker_context->TryCancel();
+  }
+}
+
+void RouterService::WatchDisconnects() {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
+    std::vector<std::shared_ptr<InFlight>> snapshot;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [_, f] : in_flight_) snapshot.push_back(f);
+    }
+    for (auto& f : snapshot) {
+      absl::MutexLock l(&f->mu);
+      if (f->server_context != nullptr && !f->client_gone &&
+          f->server_context->IsCancelled()) {
+        f->client_gone = true;
+        if (f->worker_context != nullptr) f->worker_context->TryCancel();
+      }
+    }
+  }
+}
+
+PlacementPolicy* RouterService::PolicyFor(grpc::ServerContext* context) {
+  if (options_.allow_policy_override) {
+    const auto& md = context->client_metadata();
+    auto it = md.find(kPolicyOverrideMetadataKey);
+    if (it != md.end()) {
+      auto p =
+          policies_.find(std::string(it->second.data(), it->second.size()));
+      if (p != policies_.end()) return p->second.get();
+    }
+  }
+  return default_policy_;
+}
+
+std::shared_ptr<radixkv::v1::Worker::Stub> RouterService::WorkerStub(
+    const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto& stub = worker_stubs_[address];
+  if (stub == nullptr) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    // Reconnect quickly after a worker restart on the same address.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    stub = radixkv::v1::Worker::NewStub(grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args));
+  }
+  return stub;
+}
+
+void RouterService::MarkFailed(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  failed_until_[worker_id] = absl::Now() + options_.failed_worker_cooldown;
+}
+
+bool RouterService::RecentlyFailed(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = failed_until_.find(worker_id);
+  return it != failed_until_.end() && it->second > absl::Now();
+}
+
+absl::StatusOr<std::string> RouterService::ResolveModel(
+    const std::string& requested) {
+  if (!requested.empty()) return requested;
+  if (!options_.model.empty()) return options_.model;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!discovered_model_.empty() &&
+        absl::Now() - discovered_at_ < absl::Seconds(2)) {
+      return discovered_model_;
+    }
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
+  radixkv::v1::StatsResponse stats;
+  grpc::Status st = cache_service_->Stats(&ctx, {}, &stats);
+  absl::MutexLock lock(&mu_);
+  if (!st.ok()) {
+    if (!discovered_model_.empty()) return discovered_model_;
+    return absl::UnavailableError(absl::StrCat(
+        "cache service ", options_.cache_service_address,
+        " unreachable while resolving the model: ", st.error_message()));
+  }
+  std::vector<std::string> models;
+  for (const auto& w : stats.workers()) {
+    if (std::find(models.begin(), models.end(), w.model()) == models.end()) {
+      models.push_back(w.model());
+    }
+  }
+  if (models.empty()) {
+    return absl::UnavailableError("no live worker is registered");
+  }
+  if (models.size() > 1) {
+    std::sort(models.begin(), models.end());
+    return absl::InvalidArgumentError(
+        absl::StrCat("several models are served (", absl::StrJoin(models, ", "),
+                     "): set GenerateRequest.model"));
+  }
+  discovered_model_ = models[0];
+  discovered_at_ = absl::Now();
+  return discovered_model_;
+}
+
+absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
+    const std::string& model, const std::string& cache_salt,
+    const std::vector<int32_t>& tokens, bool* from_match) {
+  *from_match = false;
+  std::vector<WorkerCandidate> out;
+  grpc::Status st;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
+  if (!tokens.empty()) {
+    radixkv::v1::MatchRequest req;
+    req.set_model(model);
+    req.set_cache_salt(cache_salt);
+    req.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    radixkv::v1::MatchResponse resp;
+    st = cache_service_->Match(&ctx, req, &resp);
+    if (st.ok()) {
+      *from_match = true;
+      for (const auto& w : resp.workers()) {
+        WorkerCandidate c;
+        c.worker_id = w.worker_id();
+        c.address = w.address();
+        c.epoch = w.epoch();
+        c.matched_tokens = w.matched_tokens();
+        c.load_tokens = w.load().outstanding_tokens();
+        out.push_back(std::move(c));
+      }
+    } else if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cache service rejected the prompt: ", st.error_message()));
+    }
+  } else {
+    radixkv::v1::StatsResponse stats;
+    st = cache_service_->Stats(&ctx, {}, &stats);
+    if (st.ok()) {
+      for (const auto& w : stats.workers()) {
+        if (w.model() != model) continue;
+        WorkerCandidate c;
+        c.worker_id = w.worker_id();
+        c.address = w.address();
+        c.epoch = w.epoch();
+        c.load_tokens = w.load().outstanding_tokens();
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (st.ok()) {
+    last_known_workers_ = out;
+    for (WorkerCandidate& c : last_known_workers_) c.matched_tokens = 0;
+    return out;
+  }
+  if (last_known_workers_.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("cache service ", options_.cache_service_address,
+                     " unreachable and no worker known: ", st.error_message()));
+  }
+  spdlog::warn(
+      "cache service unreachable ({}); placing on the last known {} "
+      "workers by load only",
+      st.error_message(), last_known_workers_.size());
+  return last_known_workers_;
+}
+
+grpc::Status RouterService::Generate(
+    grpc::ServerContext* context, const GenerateRequest* request,
+    grpc::ServerWriter<GenerateResponse>* writer) {
+  const absl::Time arrival = absl::Now();
+  PlacementPolicy* policy = PolicyFor(context);
+  const std::string policy_name(policy->name());
+  std::string decision = "none";
+  auto finish = [&](const std::string& outcome, grpc::Status st) {
+    metrics_->CountRequest(policy_name, decision, outcome);
+    return st;
+  };
+
+  const bool has_text = request->prompt_case() == GenerateRequest::kText;
+  if (request->prompt_case() == GenerateRequest::PROMPT_NOT_SET ||
+      (has_text && request->text().empty()) ||
+      (!has_text && request->token_ids().ids_size() == 0)) {
+    return finish("invalid_argument",
+                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "the prompt is empty: set text or token_ids"));
+  }
+  GenerateRequest forward = *request;
+  if (forward.request_id().empty()) {
+    forward.set_request_id(
+        absl::StrCat("router-", getpid(), "-", next_request_id_++));
+  }
+  const std::string& request_id = forward.request_id();
+  std::vector<int32_t> tokens;
+  if (!has_text) {
+    tokens.assign(request->token_ids().ids().begin(),
+                  request->token_ids().ids().end());
+  } else if (tokenizer_ != nullptr) {
+    auto encoded = tokenizer_->Encode(request->text());
+    if (!encoded.ok()) {
+      return finish("invalid_argument", ToGrpc(encoded.status()));
+    }
+    tokens = *std::move(encoded);
+    forward.mutable_token_ids()->mutable_ids()->Assign(tokens.begin(),
+                                                       tokens.end());
+  }
+
+  auto flight = std::make_shared<InFlight>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!in_flight_.emplace(request_id, flight).second) {
+      return finish("already_exists",
+                    grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                                 absl::StrCat("request_id ", request_id,
+                                              " is already in flight")));
+    }
+  }
+  {
+    absl::MutexLock l(&flight->mu);
+    flight->server_context = context;
+  }
+  metrics_->AddInFlight(1);
+  struct Cleanup {
+    RouterService* self;
+    std::shared_ptr<InFlight> flight;
+    std::string id;
+    ~Cleanup() {
+      {
+        absl::MutexLock l(&flight->mu);
+        flight->server_context = nullptr;
+      }
+      absl::MutexLock lock(&self->mu_);
+      self->in_flight_.erase(id);
+      self->metrics_->AddInFlight(-1);
+    }
+  } cleanup{this, flight, request_id};
+
+  auto model = ResolveModel(request->model());
+  if (!model.ok()) {
+    return finish(model.status().code() == absl::StatusCode::kUnavailable
+                      ? "no_worker"
+                      : "invalid_argument",
+                  ToGrpc(model.status()));
+  }
+
+  const int64_t decode_tokens =
+      std::max(0, request->sampling().max_new_tokens());
+  absl::flat_hash_set<std::string> failed;  // worker ids failed this request
+  std::vector<std::string> errors;
+  bool all_resource_exhausted = true;
+  bool routed_once = false;
+  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+    if (attempt > 0) {
+      absl::SleepFor(options_.retry_backoff * (1 << std::min(attempt - 1, 6)));
+    }
+    {
+      absl::MutexLock l(&flight->mu);
+      if (flight->aborted || flight->client_gone) break;
+    }
+    bool from_match = false;
+    auto live = LiveWorkers(*model, request->cache_salt(), tokens, &from_match);
+    if (!live.ok()) {
+      if (live.status().code() == absl::StatusCode::kInvalidArgument) {
+        return finish("invalid_argument", ToGrpc(live.status()));
+      }
+      errors.push_back(std::string(live.status().message()));
+      all_resource_exhausted = false;
+      continue;
+    }
+    if (live->empty()) {
+      errors.push_back(absl::StrCat("no live worker serves model ", *model));
+      all_resource_exhausted = false;
+      continue;
+    }
+    // Prefer workers that have not failed (this request, or recently).
+    PlacementInput input;
+    input.tokens = tokens;
+    input.max_new_tokens = decode_tokens;
+    input.prefix_cache_disabled = request->disable_prefix_cache();
+    for (const WorkerCandidate& c : *live) {
+      if (!failed.contains(c.worker_id) && !RecentlyFailed(c.worker_id)) {
+        input.candidates.push_back(c);
+      }
+    }
+    if (input.candidates.empty()) input.candidates = *live;
+    for (WorkerCandidate& c : input.candidates) {
+      WorkerLoadTracker::WorkerCounts counts = load_.Get(c.worker_id);
+      c.load_tokens = std::max(c.load_tokens, counts.outstanding_tokens);
+      c.in_flight_requests = counts.in_flight_requests;
+    }
+    auto chosen = policy->Choose(input);
+    if (!chosen.ok()) return finish("internal", ToGrpc(chosen.status()));
+    const WorkerCandidate target = input.candidates[chosen->index];
+    decision = std::string(PlacementDecisionName(chosen->kind));
+    if (!routed_once) {
+      metrics_->ObserveRouting(
+          policy_name, absl::ToDoubleSeconds(absl::Now() - arrival),
+          static_cast<int64_t>(tokens.size()), chosen->predicted_hit_tokens);
+      routed_once = true;
+    }
+    const int64_t prefill =
+        static_cast<int64_t>(tokens.size()) - chosen->predicted_hit_tokens;
+    load_.Dispatch(target.worker_id, prefill, decode_tokens);
+    policy->OnDispatched(target.worker_id, target.epoch, tokens);
+    metrics_->CountDispatch(target.worker_id);
+    spdlog::debug("request {} -> {} ({}, {}, predicted hit {}/{})", request_id,
+                  target.worker_id, policy_name, decision,
+                  chosen->predicted_hit_tokens, tokens.size());
+
+    // Stream the attempt.
+    auto stub = WorkerStub(target.address);
+    grpc::ClientContext worker_ctx;
+    if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+      worker_ctx.set_deadline(context->deadline());
+    }
+    {
+      absl::MutexLock l(&flight->mu);
+      if (flight->aborted || flight->client_gone) {
+        load_.Finish(target.worker_id, prefill + decode_tokens);
+        break;
+      }
+      flight->worker_context = &worker_ctx;
+      flight->worker_address = target.address;
+    }
+    int64_t charged = prefill + decode_tokens;
+    int64_t streamed_tokens = 0;
+    bool forwarded = false;
+    bool write_failed = false;
+    std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader =
+        stub->Generate(&worker_ctx, forward);
+    GenerateResponse chunk;
+    while (reader->Read(&chunk)) {
+      if (!forwarded) load_.Progress(target.worker_id, prefill, &charged);
+      load_.Progress(target.worker_id, chunk.token_ids_size(), &charged);
+      if (chunk.worker_id().empty()) chunk.set_worker_id(target.worker_id);
+      if (chunk.request_id().empty()) chunk.set_request_id(request_id);
+      if (!writer->Write(chunk)) {
+        write_failed = true;
+        worker_ctx.TryCancel();
+        break;
+      }
+      forwarded = true;
+      streamed_tokens += chunk.token_ids_size();
+    }
+    grpc::Status st = reader->Finish();
+    bool aborted, client_gone;
+    {
+      absl::MutexLock l(&flight->mu);
+      flight->worker_context = nullptr;
+      aborted = flight->aborted;
+      client_gone = flight->client_gone || write_failed;
+    }
+    load_.Finish(target.worker_id, charged);
+
+    if (aborted) {
+      return finish("aborted", grpc::Status(grpc::StatusCode::CANCELLED,
+                                            absl::StrCat("request ", request_id,
+                                                         " was aborted")));
+    }
+    if (client_gone || context->IsCancelled()) {
+      return finish("client_cancelled",
+                    grpc::Status(grpc::StatusCode::CANCELLED,
+                                 "the client cancelled the request"));
+    }
+    if (st.ok()) return finish("ok", grpc::Status::OK);
+    const std::string what =
+        absl::StrCat("worker ", target.worker_id, " (", target.address, ") ",
+                     CodeName(st.error_code()), ": ", st.error_message());
+    if (forwarded) {
+      if (st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        MarkFailed(target.worker_id);
+      }
+      spdlog::warn("request {}: {} after {} streamed tokens", request_id, what,
+                   streamed_tokens);
+      return finish(
+          "failed_after_tokens",
+          grpc::Status(
+              grpc::StatusCode::UNAVAILABLE,
+              absl::StrCat("request ", request_id, " failed after ",
+                           streamed_tokens, " tokens were streamed: ", what,
+                           "; not retried because output was "
+                           "already sent")));
+    }
+    if (IsRequestError(st.error_code())) {
+      return finish(absl::AsciiStrToLower(CodeName(st.error_code())), st);
+    }
+    if (st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      all_resource_exhausted = false;
+      MarkFailed(target.worker_id);
+    }
+    failed.insert(target.worker_id);
+    errors.push_back(what);
+    metrics_->CountRetry(absl::AsciiStrToLower(CodeName(st.error_code())));
+    spdlog::info("request {}: attempt {} failed before the first token: {}",
+                 request_id, attempt + 1, what);
+  }
+  {
+    absl::MutexLock l(&flight->mu);
+    if (flight->aborted) {
+      return finish("aborted", grpc::Status(grpc::StatusCode::CANCELLED,
+                                            absl::StrCat("request ", request_id,
+                                                         " was aborted")));
+    }
+    if (flight->client_gone) {
+      return finish("client_cancelled",
+                    grpc::Status(grpc::StatusCode::CANCELLED,
+                                 "the client cancelled the request"));
+    }
+  }
+  const std::string summary =
+      absl::StrCat("request ", request_id,
+                   " failed on every attempt before its first token (",
+                   errors.size(), " attempts): ", absl::StrJoin(errors, "; "));
+  if (all_resource_exhausted && !errors.empty()) {
+    return finish("resource_exhausted",
+                  grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, summary));
+  }
+  return finish("failed_before_first_token",
+                grpc::Status(grpc::StatusCode::UNAVAILABLE, summary));
+}
+
+grpc::Status RouterService::Abort(grpc::ServerContext* context,
+                                  const radixkv::v1::AbortRequest* request,
+                                  radixkv::v1::AbortResponse* response) {
+  std::shared_ptr<InFlight> flight;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(request->request_id());
+    if (it != in_flight_.end()) flight = it->second;
+  }
+  if (flight == nullptr) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no request ", request->request_id(),
+                                     " is in flight on this router"));
+  }
+  std::string address;
+  {
+    absl::MutexLock l(&flight->mu);
+    flight->aborted = true;
+    address = flight->worker_address;
+    if (flight->worker_context != nullptr) flight->worker_context->TryCancel();
+  }
+  if (!address.empty()) {
+    // Cancelling the stream already makes the worker release the request;
+    // the explicit Abort also covers a request still queued there.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    radixkv::v1::AbortResponse ignored;
+    WorkerStub(address)->Abort(&ctx, *request, &ignored);
+  }
+  response->set_aborted(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::ListWorkers(
+    grpc::ServerContext* context,
+    const radixkv::v1::ListWorkersRequest* request,
+    radixkv::v1::ListWorkersResponse* response) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
+  radixkv::v1::StatsResponse stats;
+  grpc::Status st = cache_service_->Stats(&ctx, {}, &stats);
+  if (!st.ok()) {
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrCat("cache service ", options_.cache_service_address,
+                     " unreachable: ", st.error_message()));
+  }
+  for (const auto& w : stats.workers()) {
+    if (!request->model().empty() && w.model() != request->model()) continue;
+    radixkv::v1::WorkerInfo* info = response->add_workers();
+    info->set_worker_id(w.worker_id());
+    info->set_address(w.address());
+    info->set_epoch(w.epoch());
+    info->set_model(w.model());
+    *info->mutable_load() = w.load();
+    info->set_cached_tokens(w.cached_tokens());
+    info->set_capacity_slots(w.capacity_slots());
+    info->set_page_size(w.page_size());
+    info->set_dispatched_requests(load_.Get(w.worker_id()).dispatched_requests);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace radixkv::router

@@ -1,0 +1,146 @@
+// RouterService: the public radixkv.v1.Router gRPC service (router.proto).
+//
+// One Generate request:
+//   1. text prompts are tokenized (PromptTokenizer) and forwarded as ids;
+//   2. one CacheService.Match(model, cache_salt, tokens) gives every live
+//      worker with its epoch, exact cached prefix and heartbeat load;
+//   3. the placement policy picks a worker (the router's own dispatched-token
+//      counts are merged into the load, see WorkerLoadTracker);
+//   4. Worker.Generate is streamed back to the client. A failure before the
+//      first chunk was forwarded is retried on another worker (bounded by
+//      max_attempts, with backoff); after output was streamed the client
+//      gets UNAVAILABLE naming the worker and the tokens already sent.
+// Abort(request_id) and client disconnects cancel the worker stream and call
+// Worker.Abort. Workers absent from the latest Match (removed, timed out) are
+// never chosen; a restarted worker is a new epoch and starts with no
+// residency.
+#ifndef RADIXKV_ROUTER_ROUTER_SERVICE_H_
+#define RADIXKV_ROUTER_ROUTER_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "radixkv/v1/cache_service.grpc.pb.h"
+#include "radixkv/v1/router.grpc.pb.h"
+#include "radixkv/v1/worker.grpc.pb.h"
+#include "router/placement_policy.h"
+#include "router/prompt_tokenizer.h"
+#include "router/router_metrics.h"
+#include "router/worker_load_tracker.h"
+
+namespace radixkv::router {
+
+// gRPC metadata key a client may set to pick the placement policy of one
+// request (used by the workload runner to compare policies on one cluster)
+// when RouterOptions::allow_policy_override is set.
+inline constexpr char kPolicyOverrideMetadataKey[] = "radixkv-placement-policy";
+
+struct RouterOptions {
+  // host:port of the cache service.
+  std::string cache_service_address;
+  // Placement policy for requests without an override.
+  std::string policy = "cache_aware";
+  CacheAwareOptions cache_aware;
+  // Per-worker token bound of approx_tree's trees, tokens.
+  int64_t approx_tree_capacity_tokens = 1 << 20;
+  // Worker attempts per request before its first token (>= 1).
+  int max_attempts = 3;
+  // Backoff before the second attempt; doubles each further attempt.
+  absl::Duration retry_backoff = absl::Milliseconds(50);
+  // Deadline of each CacheService call (Match, Stats).
+  absl::Duration cache_service_timeout = absl::Seconds(2);
+  // A worker that failed a request is avoided for this long (unless no
+  // other worker is live).
+  absl::Duration failed_worker_cooldown = absl::Seconds(2);
+  // Model name used when a request leaves `model` empty; empty = the model
+  // the registered workers serve (discovered through Stats).
+  std::string model;
+  // Honour kPolicyOverrideMetadataKey.
+  bool allow_policy_override = true;
+};
+
+class RouterService final : public radixkv::v1::Router::Service {
+ public:
+  // `tokenizer` may be null: text prompts are then forwarded as text and
+  // placed by load only. `metrics` must outlive the service.
+  // INVALID_ARGUMENT for an unknown policy or max_attempts < 1.
+  static absl::StatusOr<std::unique_ptr<RouterService>> Create(
+      const RouterOptions& options, std::unique_ptr<PromptTokenizer> tokenizer,
+      RouterMetrics* metrics);
+  ~RouterService() override;
+
+  grpc::Status Generate(
+      grpc::ServerContext* context, const radixkv::v1::GenerateRequest* request,
+      grpc::ServerWriter<radixkv::v1::GenerateResponse>* writer) override;
+  grpc::Status Abort(grpc::ServerContext* context,
+                     const radixkv::v1::AbortRequest* request,
+                     radixkv::v1::AbortResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context,
+                           const radixkv::v1::ListWorkersRequest* request,
+                           radixkv::v1::ListWorkersResponse* response) override;
+
+  // Cancels every in-flight request's worker stream and stops the
+  // disconnect watcher. Idempotent; called by the destructor.
+  void Shutdown();
+
+ private:
+  struct InFlight;
+  struct Attempt;
+
+  RouterService(const RouterOptions& options,
+                std::unique_ptr<PromptTokenizer> tokenizer,
+                RouterMetrics* metrics);
+
+  // Live workers for `model` with their exact match of `tokens` (empty
+  // tokens: every live worker, matched 0). Falls back to the last known
+  // worker set (matched 0) when the cache service is unreachable.
+  absl::StatusOr<std::vector<WorkerCandidate>> LiveWorkers(
+      const std::string& model, const std::string& cache_salt,
+      const std::vector<int32_t>& tokens, bool* from_match);
+  // The model to match against when the request leaves it empty.
+  absl::StatusOr<std::string> ResolveModel(const std::string& requested);
+  PlacementPolicy* PolicyFor(grpc::ServerContext* context);
+  std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(
+      const std::string& address);
+  void MarkFailed(const std::string& worker_id);
+  bool RecentlyFailed(const std::string& worker_id);
+  void WatchDisconnects();
+
+  const RouterOptions options_;
+  const std::unique_ptr<PromptTokenizer> tokenizer_;
+  RouterMetrics* const metrics_;
+  absl::flat_hash_map<std::string, std::unique_ptr<PlacementPolicy>> policies_;
+  PlacementPolicy* default_policy_ = nullptr;
+  std::unique_ptr<radixkv::v1::CacheService::Stub> cache_service_;
+  WorkerLoadTracker load_;
+  std::atomic<uint64_t> next_request_id_{1};
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<radixkv::v1::Worker::Stub>>
+      worker_stubs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::Time> failed_until_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<WorkerCandidate> last_known_workers_ ABSL_GUARDED_BY(mu_);
+  std::string discovered_model_ ABSL_GUARDED_BY(mu_);
+  absl::Time discovered_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+
+  absl::Notification stop_;
+  std::thread watcher_;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace radixkv::router
+
+#endif  // RADIXKV_ROUTER_ROUTER_SERVICE_H_

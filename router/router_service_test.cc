@@ -1,0 +1,472 @@
+// RouterService against in-process fakes of the cache service and workers
+// (real gRPC on loopback): placement from Match, load counted at dispatch,
+// failover before the first token, UNAVAILABLE after tokens, worker removal,
+// Abort and client disconnect, policy override, ListWorkers.
+#include "router/router_service.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+
+namespace radixkv::router {
+namespace {
+
+using radixkv::v1::GenerateRequest;
+using radixkv::v1::GenerateResponse;
+
+std::unique_ptr<grpc::Server> StartServer(grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
+// A worker that streams `num_tokens` tokens (one per chunk), or fails.
+class FakeWorker final : public radixkv::v1::Worker::Service {
+ public:
+  enum class Mode { kStream, kFailBeforeFirst, kFailAfterTwo, kBlock };
+  explicit FakeWorker(std::string id) : id_(std::move(id)) {
+    server_ = StartServer(this, &port_);
+  }
+  ~FakeWorker() override {
+    release_.Notify();
+    server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const GenerateRequest* req,
+                        grpc::ServerWriter<GenerateResponse>* writer) override {
+    {
+      absl::MutexLock l(&mu_);
+      requests_.push_back(*req);
+    }
+    Mode mode = mode_.load();
+    if (mode == Mode::kFailBeforeFirst) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake worker down");
+    }
+    if (mode == Mode::kBlock) {
+      GenerateResponse first;
+      first.add_token_ids(7);
+      writer->Write(first);
+      while (!ctx->IsCancelled() &&
+             !release_.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+      }
+      if (ctx->IsCancelled()) {
+        cancelled_++;
+        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+      }
+      return grpc::Status::OK;
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (mode == Mode::kFailAfterTwo && i == 2) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, "fake crash");
+      }
+      GenerateResponse chunk;
+      chunk.set_request_id(req->request_id());
+      chunk.add_token_ids(100 + i);
+      chunk.set_worker_id(id_);
+      chunk.set_finished(i == 2);
+      writer->Write(chunk);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Abort(grpc::ServerContext*, const radixkv::v1::AbortRequest* r,
+                     radixkv::v1::AbortResponse* out) override {
+    absl::MutexLock l(&mu_);
+    aborts_.push_back(r->request_id());
+    out->set_aborted(true);
+    return grpc::Status::OK;
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  const std::string& id() const { return id_; }
+  void set_mode(Mode m) { mode_ = m; }
+  std::vector<GenerateRequest> requests() {
+    absl::MutexLock l(&mu_);
+    return requests_;
+  }
+  std::vector<std::string> aborts() {
+    absl::MutexLock l(&mu_);
+    return aborts_;
+  }
+  int cancelled() const { return cancelled_.load(); }
+
+ private:
+  std::string id_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::atomic<Mode> mode_{Mode::kStream};
+  absl::Notification release_;
+  absl::Mutex mu_;
+  std::vector<GenerateRequest> requests_;
+  std::vector<std::string> aborts_;
+  std::atomic<int> cancelled_{0};
+};
+
+// A cache service whose Match/Stats report a configurable worker set.
+class FakeCacheService final : public radixkv::v1::CacheService::Service {
+ public:
+  struct Entry {
+    std::string id, address;
+    int64_t epoch = 1, matched = 0, outstanding = 0;
+  };
+  FakeCacheService() { server_ = StartServer(this, &port_); }
+  ~FakeCacheService() override {
+    server_->Shutdown(std::chrono::system_clock::now());
+  }
+  grpc::Status Match(grpc::ServerContext*, const radixkv::v1::MatchRequest* r,
+                     radixkv::v1::MatchResponse* out) override {
+    absl::MutexLock l(&mu_);
+    ++matches_;
+    last_model_ = r->model();
+    for (const Entry& e : entries_) {
+      auto* w = out->add_workers();
+      w->set_worker_id(e.id);
+      w->set_address(e.address);
+      w->set_epoch(e.epoch);
+      w->set_matched_tokens(std::min<int64_t>(e.matched, r->tokens_size()));
+      w->mutable_load()->set_outstanding_tokens(e.outstanding);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Stats(grpc::ServerContext*, const radixkv::v1::StatsRequest*,
+                     radixkv::v1::StatsResponse* out) override {
+    absl::MutexLock l(&mu_);
+    for (const Entry& e : entries_) {
+      auto* w = out->add_workers();
+      w->set_worker_id(e.id);
+      w->set_address(e.address);
+      w->set_epoch(e.epoch);
+      w->set_model("demo");
+      w->set_cached_tokens(e.matched);
+      w->set_capacity_slots(4096);
+      w->set_page_size(16);
+    }
+    return grpc::Status::OK;
+  }
+  void Set(std::vector<Entry> entries) {
+    absl::MutexLock l(&mu_);
+    entries_ = std::move(entries);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int matches() {
+    absl::MutexLock l(&mu_);
+    return matches_;
+  }
+  std::string last_model() {
+    absl::MutexLock l(&mu_);
+    return last_model_;
+  }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::vector<Entry> entries_;
+  int matches_ = 0;
+  std::string last_model_;
+};
+
+class CharTokenizer : public PromptTokenizer {
+ public:
+  absl::StatusOr<std::vector<int32_t>> Encode(
+      absl::string_view text) const override {
+    std::vector<int32_t> ids = {1};
+    for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+    return ids;
+  }
+};
+
+struct StreamResult {
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  std::string worker_id;
+};
+
+class RouterServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = std::make_unique<FakeWorker>("worker-a");
+    b_ = std::make_unique<FakeWorker>("worker-b");
+    cache_.Set({{"worker-a", a_->address()}, {"worker-b", b_->address()}});
+  }
+
+  void StartRouter(RouterOptions options = {}) {
+    options.cache_service_address = cache_.address();
+    options.retry_backoff = absl::Milliseconds(1);
+    metrics_ = std::make_unique<RouterMetrics>(registry_);
+    auto service = RouterService::Create(
+        options, std::make_unique<CharTokenizer>(), metrics_.get());
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    server_ = StartServer(service_.get(), &port_);
+    stub_ = radixkv::v1::Router::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+    if (service_) service_->Shutdown();
+  }
+
+  static GenerateRequest Tokens(std::vector<int32_t> ids, std::string id = "") {
+    GenerateRequest r;
+    r.set_request_id(id);
+    r.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+    r.mutable_sampling()->set_max_new_tokens(3);
+    return r;
+  }
+
+  StreamResult Run(const GenerateRequest& req, const std::string& policy = "") {
+    grpc::ClientContext ctx;
+    if (!policy.empty()) ctx.AddMetadata(kPolicyOverrideMetadataKey, policy);
+    auto reader = stub_->Generate(&ctx, req);
+    StreamResult out;
+    GenerateResponse chunk;
+    while (reader->Read(&chunk)) {
+      out.tokens.insert(out.tokens.end(), chunk.token_ids().begin(),
+                        chunk.token_ids().end());
+      out.worker_id = chunk.worker_id();
+    }
+    out.status = reader->Finish();
+    return out;
+  }
+
+  std::string MetricsText() {
+    return prometheus::TextSerializer().Serialize(registry_.Collect());
+  }
+
+  FakeCacheService cache_;
+  std::unique_ptr<FakeWorker> a_, b_;
+  prometheus::Registry registry_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::unique_ptr<RouterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<radixkv::v1::Router::Stub> stub_;
+};
+
+TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 0}, {"worker-b", b_->address(), 1, 90}});
+  StartRouter();
+  std::vector<int32_t> prompt(100, 5);
+  StreamResult r = Run(Tokens(prompt, "req-1"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, std::vector<int32_t>({100, 101, 102}));
+  EXPECT_EQ(r.worker_id, "worker-b");
+  EXPECT_EQ(a_->requests().size(), 0u);
+  ASSERT_EQ(b_->requests().size(), 1u);
+  EXPECT_EQ(b_->requests()[0].request_id(), "req-1");
+  EXPECT_EQ(b_->requests()[0].token_ids().ids_size(), 100);
+  EXPECT_EQ(cache_.last_model(), "demo");  // discovered through Stats
+  const std::string text = MetricsText();
+  EXPECT_NE(text.find("radixkv_router_requests_total{decision=\"prefix_hit\","
+                      "outcome=\"ok\",policy=\"cache_aware\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("radixkv_router_predicted_hit_tokens_total{policy="
+                      "\"cache_aware\"} 90"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("radixkv_router_dispatch_total{worker_id=\"worker-b\"} 1"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("radixkv_router_routing_latency_seconds_count{policy="
+                      "\"cache_aware\"} 1"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(RouterServiceTest, TextPromptsAreTokenizedOnceAndForwardedAsIds) {
+  StartRouter();
+  GenerateRequest req;
+  req.set_text("hi");
+  req.mutable_sampling()->set_max_new_tokens(3);
+  StreamResult r = Run(req);
+  ASSERT_TRUE(r.status.ok());
+  auto got = a_->requests().empty() ? b_->requests() : a_->requests();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].prompt_case(), GenerateRequest::kTokenIds);
+  EXPECT_EQ(std::vector<int32_t>(got[0].token_ids().ids().begin(),
+                                 got[0].token_ids().ids().end()),
+            std::vector<int32_t>({1, 'h', 'i'}));
+  EXPECT_FALSE(got[0].request_id().empty());
+}
+
+TEST_F(RouterServiceTest, EmptyPromptIsInvalid) {
+  StartRouter();
+  StreamResult r = Run(GenerateRequest());
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+}
+
+TEST_F(RouterServiceTest, FailsOverBeforeTheFirstToken) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kFailBeforeFirst);
+  StartRouter();
+  StreamResult r = Run(Tokens(std::vector<int32_t>(60, 3)));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.worker_id, "worker-b");
+  EXPECT_EQ(r.tokens.size(), 3u);
+  EXPECT_EQ(a_->requests().size(), 1u);
+  EXPECT_EQ(b_->requests().size(), 1u);
+  EXPECT_NE(MetricsText().find("radixkv_router_retries_total{reason="
+                               "\"unavailable\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(RouterServiceTest, EveryAttemptFailingIsUnavailableWithReasons) {
+  a_->set_mode(FakeWorker::Mode::kFailBeforeFirst);
+  b_->set_mode(FakeWorker::Mode::kFailBeforeFirst);
+  RouterOptions options;
+  options.max_attempts = 3;
+  StartRouter(options);
+  StreamResult r = Run(Tokens({1, 2, 3}));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("before its first token"),
+            std::string::npos);
+  EXPECT_NE(r.status.error_message().find("fake worker down"),
+            std::string::npos);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 3u);
+}
+
+TEST_F(RouterServiceTest, FailureAfterTokensIsUnavailableAndNotRetried) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kFailAfterTwo);
+  StartRouter();
+  StreamResult r = Run(Tokens(std::vector<int32_t>(60, 3), "req-x"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>({100, 101}));
+  EXPECT_NE(r.status.error_message().find("after 2 tokens were streamed"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("worker-a"), std::string::npos);
+  EXPECT_EQ(b_->requests().size(), 0u);
+}
+
+TEST_F(RouterServiceTest, RemovedWorkerDisappearsFromPlacementAtOnce) {
+  StartRouter();
+  cache_.Set({{"worker-b", b_->address(), 1, 0}});
+  for (int i = 0; i < 6; ++i) {
+    StreamResult r = Run(Tokens({1, 2, 3}), "round_robin");
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_EQ(r.worker_id, "worker-b");
+  }
+  EXPECT_EQ(a_->requests().size(), 0u);
+}
+
+TEST_F(RouterServiceTest, PolicyOverrideRoundRobinAlternates) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
+  StartRouter();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(
+        Run(Tokens(std::vector<int32_t>(60, 1)), "round_robin").status.ok());
+  }
+  EXPECT_EQ(a_->requests().size(), 2u);
+  EXPECT_EQ(b_->requests().size(), 2u);
+}
+
+TEST_F(RouterServiceTest, LoadIsCountedAtDispatch) {
+  // Both workers hold nothing and report no load: the first request blocks
+  // on one worker, so the second must go to the other one.
+  a_->set_mode(FakeWorker::Mode::kBlock);
+  b_->set_mode(FakeWorker::Mode::kBlock);
+  StartRouter();
+  grpc::ClientContext c1, c2;
+  auto r1 = stub_->Generate(&c1, Tokens({1, 2, 3, 4}, "blk-1"));
+  GenerateResponse chunk;
+  ASSERT_TRUE(r1->Read(&chunk));
+  auto r2 = stub_->Generate(&c2, Tokens({1, 2, 3, 4}, "blk-2"));
+  ASSERT_TRUE(r2->Read(&chunk));
+  EXPECT_EQ(a_->requests().size(), 1u);
+  EXPECT_EQ(b_->requests().size(), 1u);
+  radixkv::v1::ListWorkersResponse list;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ListWorkers(&ctx, {}, &list).ok());
+  }
+  ASSERT_EQ(list.workers_size(), 2);
+  EXPECT_EQ(list.workers(0).dispatched_requests(), 1);
+  EXPECT_EQ(list.workers(1).dispatched_requests(), 1);
+  EXPECT_EQ(list.workers(0).model(), "demo");
+  c1.TryCancel();
+  c2.TryCancel();
+  r1->Finish();
+  r2->Finish();
+}
+
+TEST_F(RouterServiceTest, AbortCancelsTheWorkerStream) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kBlock);
+  StartRouter();
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "to-abort"));
+  GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  radixkv::v1::AbortRequest abort;
+  abort.set_request_id("to-abort");
+  radixkv::v1::AbortResponse resp;
+  {
+    grpc::ClientContext actx;
+    ASSERT_TRUE(stub_->Abort(&actx, abort, &resp).ok());
+  }
+  EXPECT_TRUE(resp.aborted());
+  while (reader->Read(&chunk)) {
+  }
+  grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_NE(st.error_message().find("aborted"), std::string::npos);
+  EXPECT_EQ(a_->aborts(), std::vector<std::string>({"to-abort"}));
+  for (int i = 0; i < 200 && a_->cancelled() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(a_->cancelled(), 1);
+  grpc::ClientContext actx;
+  EXPECT_EQ(stub_->Abort(&actx, abort, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(RouterServiceTest, ClientDisconnectCancelsTheWorkerStream) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kBlock);
+  StartRouter();
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "gone"));
+    GenerateResponse chunk;
+    ASSERT_TRUE(reader->Read(&chunk));
+    ctx.TryCancel();
+    reader->Finish();
+  }
+  for (int i = 0; i < 300 && a_->cancelled() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(a_->cancelled(), 1);
+}
+
+TEST_F(RouterServiceTest, UnknownDefaultPolicyIsRejected) {
+  RouterOptions options;
+  options.policy = "nearest";
+  options.cache_service_address = cache_.address();
+  prometheus::Registry registry;
+  RouterMetrics metrics(registry);
+  EXPECT_EQ(RouterService::Create(options, nullptr, &metrics).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace radixkv::router
