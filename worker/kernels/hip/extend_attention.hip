@@ -1,0 +1,419 @@
+// Extend (prefix-prefill) attention on the GPU: SGLang extend semantics.
+//
+// Sequence b has Lp = kv_indptr[b+1] - kv_indptr[b] cached prefix tokens (in
+// the paged pool, slots kv_indices[kv_indptr[b] ..]) and Le = qo_indptr[b+1]
+// - qo_indptr[b] new tokens whose q, k, v are contiguous rows of q / k_extend
+// / v_extend. New token i sees every prefix token and new tokens j <= i: the
+// shifted causal mask j <= i + (Lk - Lq) over the concatenation (seed 3.2,
+// 5.3 "平移因果掩码的代码落地").
+//
+// Tiling (seed 3.4): a block owns BLOCK_M = 64 query rows of one query head.
+//   Stage 1, prefix: tiles of kN keys over [0, Lp) with no mask (only the
+//     last partial tile masks keys >= Lp);
+//   Stage 2, extend: tiles over [0, extend_end) with extend_end = min(Le,
+//     (m_block + 1) * BLOCK_M): tiles above the diagonal are never loaded
+//     (early exit); only tiles that cross the diagonal apply the mask.
+// Blocks are scheduled heaviest first (the last m-block of the longest
+// extend runs first) to shorten the causal tail.
+//
+// NVIDIA: tensor cores (attention_mma.h, mma.sync m16n8k16, bf16/fp16 in,
+// fp32 accumulate); 4 warps x 16 rows; K/V tiles double-buffered with
+// cp.async; per-key addresses computed once per tile by one thread per key
+// (KOffset(slot, head, 0)) plus a per-thread loop-invariant dim delta: the
+// k_delta / v_delta incremental addressing of seed 5.3.
+// AMD (and cross-check on NVIDIA): ExtendPortableKernel, SIMT, one warp per
+// query row, warp width from hip_compat.h.
+#include "worker/kernels/hip/hip_compat.h"
+// clang-format off
+#include "worker/kernels/attention_combine.h"
+#include "worker/kernels/hip/attention_mma.h"
+#include "worker/kernels/hip/gpu_kernel_launch.h"
+#include "worker/kv_cache_layout.h"
+// clang-format on
+
+namespace radixkv::worker::gpu {
+namespace {
+
+constexpr int kThreads = 128;
+
+struct ExtendParams {
+  KvCacheGeometry g;
+  const uint16_t* k_cache;
+  const uint16_t* v_cache;
+  const uint16_t* q;
+  const uint16_t* k_ext;
+  const uint16_t* v_ext;
+  const int32_t* qo_indptr;
+  const int32_t* kv_indptr;
+  const int64_t* kv_indices;
+  int32_t num_q_heads;
+  int32_t group;
+  float scale_log2;
+  uint16_t* out;
+  float* lse;
+  int32_t num_m_blocks;
+};
+
+template <bool kBf16>
+__device__ __forceinline__ float ElemToFloat(uint16_t bits) {
+  if constexpr (kBf16) {
+    return Bf16BitsToFloat(bits);
+  } else {
+    return HalfBitsToFloat(bits);
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint16_t FloatToElem(float f) {
+  if constexpr (kBf16) {
+    return FloatToBf16Bits(f);
+  } else {
+    return FloatToHalfBits(f);
+  }
+}
+
+// ------------------------------------------------------------ portable SIMT
+
+// grid = (ceil(max Le / warps per block), Hq, B); one warp per query row,
+// lanes split head_dim.
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(kThreads)
+    ExtendPortableKernel(ExtendParams p) {
+  static_assert(D % kWarpSize == 0, "head_dim must be a multiple of warp");
+  constexpr int kPerLane = D / kWarpSize;
+  constexpr int kWarps = kThreads / kWarpSize;
+  const int32_t b = blockIdx.z;
+  const int32_t h = blockIdx.y;
+  const int32_t i = blockIdx.x * kWarps + threadIdx.x / kWarpSize;
+  const int32_t qo_start = p.qo_indptr[b];
+  const int32_t le = p.qo_indptr[b + 1] - qo_start;
+  if (i >= le) return;  // whole warp leaves together
+  const int64_t kv_start = p.kv_indptr[b];
+  const int32_t lp = static_cast<int32_t>(p.kv_indptr[b + 1] - kv_start);
+  const int32_t kvh = h / p.group;
+  const int32_t hkv = p.g.num_kv_heads;
+  const int d0 = LaneId() * kPerLane;
+
+  float qf[kPerLane], o[kPerLane];
+  const int64_t row = static_cast<int64_t>(qo_start + i) * p.num_q_heads + h;
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    qf[e] = ElemToFloat<kBf16>(p.q[row * D + d0 + e]) * p.scale_log2;
+    o[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  auto update = [&](const float* kf, const float* vf) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) dot += qf[e] * kf[e];
+    const float s = WarpReduceSum(dot);
+    const float m_new = fmaxf(m, s);
+    const float alpha = FastExp2(m - m_new);
+    const float pe = FastExp2(s - m_new);
+    l = l * alpha + pe;
+    m = m_new;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) o[e] = o[e] * alpha + pe * vf[e];
+  };
+  // Stage 1: prefix, no mask.
+  int64_t k_delta[kPerLane], v_delta[kPerLane];
+  const int64_t k0 = p.g.KOffset(0, kvh, 0), v0 = p.g.VOffset(0, kvh, 0);
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    k_delta[e] = p.g.KOffset(0, kvh, d0 + e) - k0;
+    v_delta[e] = p.g.VOffset(0, kvh, d0 + e) - v0;
+  }
+  for (int32_t j = 0; j < lp; ++j) {
+    const int64_t slot = p.kv_indices[kv_start + j];
+    const int64_t kb = p.g.KOffset(slot, kvh, 0);
+    const int64_t vb = p.g.VOffset(slot, kvh, 0);
+    float kf[kPerLane], vf[kPerLane];
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      kf[e] = ElemToFloat<kBf16>(p.k_cache[kb + k_delta[e]]);
+      vf[e] = ElemToFloat<kBf16>(p.v_cache[vb + v_delta[e]]);
+    }
+    update(kf, vf);
+  }
+  // Stage 2: extend, causal j <= i (loop bound is the early exit).
+  for (int32_t j = 0; j <= i; ++j) {
+    const int64_t base = (static_cast<int64_t>(qo_start + j) * hkv + kvh) * D;
+    float kf[kPerLane], vf[kPerLane];
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      kf[e] = ElemToFloat<kBf16>(p.k_ext[base + d0 + e]);
+      vf[e] = ElemToFloat<kBf16>(p.v_ext[base + d0 + e]);
+    }
+    update(kf, vf);
+  }
+  const float inv = 1.0f / l;  // l >= 1: row i always sees key i
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    p.out[row * D + d0 + e] = FloatToElem<kBf16>(o[e] * inv);
+  }
+  if (LaneId() == 0 && p.lse != nullptr) p.lse[row] = CombineLse(m, l);
+}
+
+// ------------------------------------------------------- NVIDIA tensor cores
+#if defined(RADIXKV_GPU_NVIDIA)
+
+constexpr int kBlockM = 64;
+
+// Keys per K/V tile: 64 for head_dim <= 128, 32 for 256 (shared memory).
+template <int D>
+inline constexpr int kExtendKeys = D <= 128 ? 64 : 32;
+
+template <int D>
+constexpr size_t ExtendSmemBytes() {
+  constexpr int kN = kExtendKeys<D>;
+  return static_cast<size_t>(kBlockM) * D * 2 + 2 * 2 * kN * D * 2 +
+         2 * kN * sizeof(int64_t);
+}
+
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(kThreads) ExtendMmaKernel(ExtendParams p) {
+  constexpr int kN = kExtendKeys<D>;
+  using Warp = mma::WarpAttention<D, kN, kBf16>;
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0, "chunk assignment");
+  const int32_t b = blockIdx.z;
+  const int32_t h = blockIdx.y;
+  const int32_t m_block = p.num_m_blocks - 1 - blockIdx.x;  // heavy first
+  const int32_t qo_start = p.qo_indptr[b];
+  const int32_t le = p.qo_indptr[b + 1] - qo_start;
+  const int32_t m0 = m_block * kBlockM;
+  if (m0 >= le) return;
+  const int64_t kv_start = p.kv_indptr[b];
+  const int32_t lp = static_cast<int32_t>(p.kv_indptr[b + 1] - kv_start);
+  const int32_t kvh = h / p.group;
+  const int32_t hkv = p.g.num_kv_heads;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+
+  extern __shared__ float4 smem_f4[];
+  uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem_f4);  // [64][D]
+  uint16_t* k_tiles = q_tile + kBlockM * D;                 // [2][kN][D]
+  uint16_t* v_tiles = k_tiles + 2 * kN * D;                 // [2][kN][D]
+  int64_t* bases = reinterpret_cast<int64_t*>(v_tiles + 2 * kN * D);  // [2][kN]
+
+  const int my_chunk = tid % kChunksPerRow;
+  const int my_row0 = tid / kChunksPerRow;
+  // Q rows [m0, m0 + 64), zero beyond Le.
+#pragma unroll
+  for (int r = my_row0; r < kBlockM; r += kRowsPerPass) {
+    const bool valid = m0 + r < le;
+    const int64_t qi =
+        (static_cast<int64_t>(qo_start + m0 + r) * p.num_q_heads + h) * D +
+        my_chunk * 8;
+    mma::CpAsync16(q_tile + mma::SwizzledOffset<D>(r, my_chunk),
+                   p.q + (valid ? qi : 0), valid);
+  }
+  mma::CpAsyncCommit();
+
+  const int64_t k_delta = p.g.KOffset(0, kvh, my_chunk * 8) -
+                          p.g.KOffset(0, kvh, 0);
+  const int64_t v_delta = p.g.VOffset(0, kvh, my_chunk * 8) -
+                          p.g.VOffset(0, kvh, 0);
+  const bool v_strided = p.g.layout == KvLayout::kVllm;
+  const int64_t v_stride = p.g.VDimStride();
+
+  const int32_t prefix_tiles = (lp + kN - 1) / kN;
+  const int32_t extend_end = le < m0 + kBlockM ? le : m0 + kBlockM;
+  const int32_t extend_tiles = (extend_end + kN - 1) / kN;
+  const int32_t num_tiles = prefix_tiles + extend_tiles;
+
+  auto issue = [&](int32_t it) {
+    const int stage = it & 1;
+    const bool prefix = it < prefix_tiles;
+    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    if (tid < kN) {
+      const int32_t key = key0 + tid;
+      int64_t kb = -1, vb = -1;
+      if (prefix && key < lp) {
+        const int64_t slot = p.kv_indices[kv_start + key];
+        kb = p.g.KOffset(slot, kvh, 0);
+        vb = p.g.VOffset(slot, kvh, 0);
+      } else if (!prefix && key < le) {
+        kb = vb = (static_cast<int64_t>(qo_start + key) * hkv + kvh) * D;
+      }
+      bases[tid] = kb;
+      bases[kN + tid] = vb;
+    }
+    __syncthreads();
+    uint16_t* ks = k_tiles + stage * kN * D;
+    uint16_t* vs = v_tiles + stage * kN * D;
+    const uint16_t* ksrc = prefix ? p.k_cache : p.k_ext;
+    const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
+    const int64_t kd = prefix ? k_delta : my_chunk * 8;
+    const int64_t vd = prefix ? v_delta : my_chunk * 8;
+#pragma unroll
+    for (int r = my_row0; r < kN; r += kRowsPerPass) {
+      const int64_t kb = bases[r];
+      const int64_t vb = bases[kN + r];
+      const int so = mma::SwizzledOffset<D>(r, my_chunk);
+      mma::CpAsync16(ks + so, ksrc + (kb >= 0 ? kb + kd : 0), kb >= 0);
+      if (!(prefix && v_strided)) {
+        mma::CpAsync16(vs + so, vsrc + (vb >= 0 ? vb + vd : 0), vb >= 0);
+      } else {
+        uint32_t wv[4] = {0, 0, 0, 0};
+        if (vb >= 0) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            wv[e / 2] |= static_cast<uint32_t>(vsrc[vb + vd + e * v_stride])
+                         << (16 * (e % 2));
+          }
+        }
+        *reinterpret_cast<uint4*>(vs + so) =
+            make_uint4(wv[0], wv[1], wv[2], wv[3]);
+      }
+    }
+    mma::CpAsyncCommit();
+  };
+
+  Warp att;
+  att.Init();
+  if (num_tiles > 0) issue(0);
+  mma::CpAsyncWait<0>();
+  __syncthreads();
+  att.LoadQ(q_tile + warp * 16 * D);
+  // LoadQ addresses rows relative to the warp's first row; the swizzle uses
+  // (row & 7), which is unchanged by the 16-row offset.
+
+  const int g = lane >> 2, t4 = lane & 3;
+  const int32_t warp_row0 = m0 + warp * 16;  // first extend row of this warp
+  for (int32_t it = 0; it < num_tiles; ++it) {
+    __syncthreads();  // stage (it + 1) & 1 and `bases` are free again
+    if (it + 1 < num_tiles) {
+      issue(it + 1);
+      mma::CpAsyncWait<1>();
+    } else {
+      mma::CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const int stage = it & 1;
+    const bool prefix = it < prefix_tiles;
+    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    // Extend tiles entirely above this warp's rows contribute nothing.
+    if (!prefix && key0 > warp_row0 + 15) continue;
+    float s[Warp::kSTiles][4];
+    att.Scores(s, k_tiles + stage * kN * D);
+    const bool need_mask =
+        prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < Warp::kSTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
+          const int32_t row = warp_row0 + g + 8 * (i >> 1);
+          const bool ok = prefix ? key < lp : key <= row;
+          s[j][i] = ok ? s[j][i] * p.scale_log2 : -INFINITY;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < Warp::kSTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[j][i] *= p.scale_log2;
+      }
+    }
+    att.Accumulate(s, v_tiles + stage * kN * D);
+  }
+  att.Finish();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = warp_row0 + g + 8 * r;
+    if (row >= le) continue;
+    const int64_t orow =
+        static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
+    const float inv = att.l[r] > 0.0f ? 1.0f / att.l[r] : 0.0f;
+#pragma unroll
+    for (int n = 0; n < Warp::kOTiles; ++n) {
+      const uint32_t lo = FloatToElem<kBf16>(att.o[n][2 * r] * inv);
+      const uint32_t hi = FloatToElem<kBf16>(att.o[n][2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
+          lo | (hi << 16);
+    }
+    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(att.m[r], att.l[r]);
+  }
+}
+
+#endif  // RADIXKV_GPU_NVIDIA
+
+template <typename Kernel>
+int SetSmemLimit(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return 0;
+  return static_cast<int>(hipFuncSetAttribute(
+      reinterpret_cast<const void*>(kernel),
+      hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+template <int D, bool kBf16>
+int LaunchExtendTyped(ExtendParams p, const internal::ExtendLaunch& a,
+                      hipStream_t stream) {
+#if defined(RADIXKV_GPU_NVIDIA)
+  if (a.path == internal::KernelPath::kMatrixCore) {
+    p.num_m_blocks = (a.max_extend_len + kBlockM - 1) / kBlockM;
+    const size_t smem = ExtendSmemBytes<D>();
+    auto kernel = ExtendMmaKernel<D, kBf16>;
+    if (int err = SetSmemLimit(kernel, smem)) return err;
+    hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
+                       dim3(kThreads), smem, stream, p);
+    return static_cast<int>(hipGetLastError());
+  }
+#endif
+  // kWarpSize is exact on the host for the targets this project builds (32
+  // on NVIDIA, 64 for hipcc's gfx9 targets; see hip_compat.h).
+  const int rows_per_block = kThreads / kWarpSize;
+  p.num_m_blocks = (a.max_extend_len + rows_per_block - 1) / rows_per_block;
+  auto kernel = ExtendPortableKernel<D, kBf16>;
+  hipLaunchKernelGGL(kernel,
+                     dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
+                     dim3(kThreads), 0, stream, p);
+  return static_cast<int>(hipGetLastError());
+}
+
+}  // namespace
+
+namespace internal {
+
+int LaunchExtend(const ExtendLaunch& a) {
+  if (a.batch_size == 0 || a.max_extend_len == 0) return 0;
+  ExtendParams p;
+  p.g = a.geometry;
+  p.k_cache = static_cast<const uint16_t*>(a.k_cache);
+  p.v_cache = static_cast<const uint16_t*>(a.v_cache);
+  p.q = static_cast<const uint16_t*>(a.q);
+  p.k_ext = static_cast<const uint16_t*>(a.k_extend);
+  p.v_ext = static_cast<const uint16_t*>(a.v_extend);
+  p.qo_indptr = a.qo_indptr;
+  p.kv_indptr = a.kv_indptr;
+  p.kv_indices = a.kv_indices;
+  p.num_q_heads = a.num_q_heads;
+  p.group = a.num_q_heads / a.geometry.num_kv_heads;
+  p.scale_log2 = a.scale_log2;
+  p.out = static_cast<uint16_t*>(a.out);
+  p.lse = a.lse;
+  p.num_m_blocks = 0;
+  hipStream_t stream = static_cast<hipStream_t>(a.stream);
+  const bool bf16 = a.dtype == DType::kBF16;
+  switch (a.geometry.head_dim) {
+    case 64:
+      return bf16 ? LaunchExtendTyped<64, true>(p, a, stream)
+                  : LaunchExtendTyped<64, false>(p, a, stream);
+    case 128:
+      return bf16 ? LaunchExtendTyped<128, true>(p, a, stream)
+                  : LaunchExtendTyped<128, false>(p, a, stream);
+    case 256:
+      return bf16 ? LaunchExtendTyped<256, true>(p, a, stream)
+                  : LaunchExtendTyped<256, false>(p, a, stream);
+    default:
+      return static_cast<int>(hipErrorInvalidValue);
+  }
+}
+
+}  // namespace internal
+}  // namespace radixkv::worker::gpu
