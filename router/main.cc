@@ -1,14 +1,51 @@
-// radixkv router: cache-aware placement and the public Generate API.
+// radixkv router: cache-aware placement and the public Generate API
+// (router_service.h). Stateless: any number of replicas may run against one
+// cache service.
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "process/process_lifecycle.h"
+#include "router/model_prompt_tokenizer.h"
+#include "router/placement_policy.h"
+#include "router/router_metrics.h"
+#include "router/router_service.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(int, grpc_port, 50050, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9100, "Prometheus /metrics port; 0 = disabled.");
+ABSL_FLAG(std::string, cache_service, "127.0.0.1:50051",
+          "host:port of the cache service (Match, Stats).");
+ABSL_FLAG(std::string, policy, "cache_aware",
+          "Placement policy: cache_aware, round_robin, least_load, "
+          "approx_tree.");
+ABSL_FLAG(double, prefill_weight, 1.0,
+          "cache_aware/approx_tree: score weight per uncached prompt token.");
+ABSL_FLAG(double, load_weight, 1.0,
+          "cache_aware/approx_tree: score weight per outstanding token.");
+ABSL_FLAG(int64_t, balance_abs_tokens, 1024,
+          "Load-imbalance guard: minimum load difference (tokens) between "
+          "the best-scored and the least loaded worker before the guard "
+          "sends the request to the least loaded one.");
+ABSL_FLAG(double, balance_rel_ratio, 2.0,
+          "Load-imbalance guard: ... and minimum load ratio between them.");
+ABSL_FLAG(int64_t, approx_tree_capacity_tokens, 1 << 20,
+          "approx_tree: tokens remembered per worker.");
+ABSL_FLAG(int, max_attempts, 3,
+          "Worker attempts per request before its first token (failover).");
+ABSL_FLAG(std::string, model, "",
+          "Model matched when a request leaves `model` empty; empty = the "
+          "model the registered workers serve.");
+ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
+          "Checkpoint directory whose tokenizer.model tokenizes text prompts "
+          "for Match; when missing, text prompts are placed by load only.");
+ABSL_FLAG(bool, allow_policy_override, true,
+          "Honour the radixkv-placement-policy request metadata (policy "
+          "comparisons on one cluster).");
 
 namespace {
 
@@ -21,6 +58,26 @@ absl::Status ValidateFlags() {
   if (metrics < 0 || metrics > 65535) {
     return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
   }
+  if (auto p = radixkv::router::CreatePlacementPolicy(
+          absl::GetFlag(FLAGS_policy), {});
+      !p.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy: ", p.status().message()));
+  }
+  if (absl::GetFlag(FLAGS_max_attempts) < 1) {
+    return absl::InvalidArgumentError("--max_attempts must be >= 1");
+  }
+  if (absl::GetFlag(FLAGS_prefill_weight) < 0 ||
+      absl::GetFlag(FLAGS_load_weight) < 0 ||
+      absl::GetFlag(FLAGS_balance_abs_tokens) < 0 ||
+      absl::GetFlag(FLAGS_balance_rel_ratio) < 1.0) {
+    return absl::InvalidArgumentError(
+        "--prefill_weight, --load_weight, --balance_abs_tokens must be >= 0 "
+        "and --balance_rel_ratio >= 1");
+  }
+  if (absl::GetFlag(FLAGS_cache_service).empty()) {
+    return absl::InvalidArgumentError("--cache_service must be host:port");
+  }
   return absl::OkStatus();
 }
 
@@ -28,6 +85,7 @@ absl::Status ValidateFlags() {
 
 int main(int argc, char** argv) {
   namespace process = radixkv::process;
+  namespace router = radixkv::router;
   process::InitProcess(
       argc, argv,
       "radixkv router: cache-aware placement and the public Generate API.");
@@ -43,17 +101,57 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", metrics.status().ToString());
     return 1;
   }
+  router::RouterMetrics router_metrics(*(*metrics)->registry());
+
+  std::unique_ptr<router::PromptTokenizer> tokenizer;
+  const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
+  if (!model_dir.empty()) {
+    auto loaded = router::ModelPromptTokenizer::Load(model_dir);
+    if (loaded.ok()) {
+      tokenizer = *std::move(loaded);
+      spdlog::info("text prompts tokenized with {}/tokenizer.model", model_dir);
+    } else {
+      spdlog::warn("no tokenizer ({}): text prompts are placed by load only",
+                   loaded.status().ToString());
+    }
+  }
+
+  router::RouterOptions options;
+  options.cache_service_address = absl::GetFlag(FLAGS_cache_service);
+  options.policy = absl::GetFlag(FLAGS_policy);
+  options.cache_aware.prefill_weight = absl::GetFlag(FLAGS_prefill_weight);
+  options.cache_aware.load_weight = absl::GetFlag(FLAGS_load_weight);
+  options.cache_aware.balance_abs_tokens =
+      absl::GetFlag(FLAGS_balance_abs_tokens);
+  options.cache_aware.balance_rel_ratio =
+      absl::GetFlag(FLAGS_balance_rel_ratio);
+  options.approx_tree_capacity_tokens =
+      absl::GetFlag(FLAGS_approx_tree_capacity_tokens);
+  options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  options.model = absl::GetFlag(FLAGS_model);
+  options.allow_policy_override = absl::GetFlag(FLAGS_allow_policy_override);
+  auto service = router::RouterService::Create(options, std::move(tokenizer),
+                                               &router_metrics);
+  if (!service.ok()) {
+    spdlog::critical("{}", service.status().ToString());
+    return 1;
+  }
+
   auto server = process::GrpcServer::Start(
-      process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {});
+      process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {service->get()});
   if (!server.ok()) {
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
-  spdlog::info("router serving gRPC on port {} (health: grpc.health.v1)",
-               (*server)->port());
+  spdlog::info(
+      "router serving gRPC on port {} (health: grpc.health.v1), policy {}, "
+      "cache service {}, metrics port {}",
+      (*server)->port(), options.policy, options.cache_service_address,
+      (*metrics)->port());
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Shutdown(absl::Seconds(5));
+  (*service)->Shutdown();
   spdlog::info("router stopped cleanly");
   return 0;
 }
