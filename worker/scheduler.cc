@@ -1,0 +1,1127 @@
+#include "worker/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "worker/model/sampler.h"
+#include "worker/worker_metrics.h"
+
+namespace radixkv::worker {
+
+// One request inside the scheduler. Owned by the scheduler thread once taken
+// from the inbox.
+struct Sequence {
+  std::string request_id;
+  std::shared_ptr<RequestStream> stream;
+  std::string cache_salt;
+  int32_t priority = 0;
+  bool disable_prefix_cache = false;
+  bool return_text = false;
+  SamplingParams sampling;
+  std::unique_ptr<Sampler> sampler;
+  // Present when text is returned or stop strings are set.
+  std::unique_ptr<IncrementalDetokenizer> detokenizer;
+  std::unique_ptr<StopChecker> stop_checker;
+
+  // Prompt followed by generated tokens. The last generated token has no KV
+  // yet (it is the input of the next step).
+  std::vector<int32_t> tokens;
+  int32_t prompt_len = 0;
+  int32_t num_generated = 0;
+
+  // The lease, while admitted.
+  bool has_lease = false;
+  uint64_t lease_id = 0;
+  int64_t lease_epoch = 0;
+  // Tokens given to Acquire (the lease's prompt); Commit needs at least this
+  // many written tokens.
+  int64_t acquired_len = 0;
+  // Slot of every position of the lease: [acquired_len + reserve + grown].
+  std::vector<int64_t> kv_indices;
+  // Copy ops received but not yet executed by a forward.
+  std::vector<PageCopy> pending_copies;
+  // Positions [0, num_computed) have their KV in the pool.
+  int64_t num_computed = 0;
+  uint64_t admission_order = 0;
+
+  // Usage.cached_tokens: prefix reused at the first admission.
+  bool admitted_once = false;
+  int32_t cached_tokens = 0;
+
+  absl::Time arrival;
+  absl::Time last_token_time;
+
+  bool in_prefill() const { return num_computed < acquired_len; }
+  // Total positions whose KV this request can ever need: the last generated
+  // token is never computed.
+  int64_t max_slots_needed() const {
+    return static_cast<int64_t>(prompt_len) + sampling.max_new_tokens - 1;
+  }
+};
+
+namespace {
+
+constexpr int kMaxStopStrings = 16;
+constexpr int kMaxStopStringBytes = 256;
+
+int64_t NowMillis() { return absl::ToUnixMillis(absl::Now()); }
+
+bool ValidRequestId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+              c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string OutcomeName(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_EOS:
+      return "eos";
+    case v1::FINISH_REASON_STOP:
+      return "stop";
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_ABORT:
+      return "abort";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+void RequestStream::Push(GenerateEvent event) {
+  absl::MutexLock lock(&mu_);
+  events_.push_back(std::move(event));
+}
+
+bool RequestStream::Pop(GenerateEvent* event, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]()
+                   ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) return false;
+  *event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
+    SchedulerOptions options, ModelExecutor* executor, KvCacheClient* cache,
+    const Tokenizer* tokenizer, WorkerMetrics* metrics) {
+  if (executor == nullptr) {
+    return absl::InvalidArgumentError("executor is required");
+  }
+  if (options.worker_id.empty() || options.worker_id.size() > 128) {
+    return absl::InvalidArgumentError("worker_id must be 1..128 bytes");
+  }
+  if (options.max_running_requests < 1) {
+    return absl::InvalidArgumentError("max_running_requests must be >= 1");
+  }
+  if (options.max_waiting_requests < 0) {
+    return absl::InvalidArgumentError("max_waiting_requests must be >= 0");
+  }
+  if (options.max_prefill_tokens < 1) {
+    return absl::InvalidArgumentError("max_prefill_tokens must be >= 1");
+  }
+  if (options.grow_tokens < 0 || options.grow_tokens > 65536) {
+    return absl::InvalidArgumentError("grow_tokens must be in [0, 65536]");
+  }
+  if (options.grow_tokens == 0) {
+    options.grow_tokens = std::max<int32_t>(executor->page_size(), 32);
+  }
+  if (options.reserve_tokens < 0) options.reserve_tokens = options.grow_tokens;
+  if (options.reserve_tokens > 65536) {
+    return absl::InvalidArgumentError("reserve_tokens must be <= 65536");
+  }
+  if (options.grow_low_watermark <= 0) {
+    options.grow_low_watermark = std::max(1, options.grow_tokens / 2);
+  }
+  if (options.epoch <= 0) options.epoch = NowMillis();
+  auto scheduler = std::unique_ptr<Scheduler>(
+      new Scheduler(std::move(options), executor, cache, tokenizer, metrics));
+  if (cache != nullptr) {
+    absl::Status registered = scheduler->RegisterWithService(false);
+    if (!registered.ok()) {
+      spdlog::warn("cache service registration failed (retrying): {}",
+                   registered.ToString());
+    }
+  }
+  if (scheduler->options_.start_thread) {
+    scheduler->scheduler_thread_ =
+        std::thread([s = scheduler.get()] { s->SchedulerLoop(); });
+  }
+  if (cache != nullptr) {
+    scheduler->heartbeat_thread_ =
+        std::thread([s = scheduler.get()] { s->HeartbeatLoop(); });
+  }
+  return scheduler;
+}
+
+Scheduler::Scheduler(SchedulerOptions options, ModelExecutor* executor,
+                     KvCacheClient* cache, const Tokenizer* tokenizer,
+                     WorkerMetrics* metrics)
+    : options_(std::move(options)),
+      executor_(executor),
+      cache_(cache),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      page_size_(executor->page_size()),
+      capacity_slots_(executor->capacity_slots()),
+      vocab_size_(executor->config().vocab_size) {
+  absl::MutexLock lock(&mu_);
+  epoch_ = options_.epoch;
+}
+
+Scheduler::~Scheduler() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (scheduler_thread_.joinable()) scheduler_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  // Nothing runs any more: give back every lease and end every stream.
+  TakeInbox();
+  auto end_all = [this](Sequence* seq) {
+    EndLease(seq, /*commit=*/false);
+    GenerateEvent event;
+    event.finished = true;
+    event.status = absl::UnavailableError("worker shutting down");
+    seq->stream->Push(std::move(event));
+  };
+  for (auto& seq : running_) end_all(seq.get());
+  for (auto& seq : waiting_) end_all(seq.get());
+  running_.clear();
+  waiting_.clear();
+}
+
+absl::Status Scheduler::RegisterWithService(bool fresh_epoch) {
+  int64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (fresh_epoch) epoch_ = std::max(NowMillis(), epoch_ + 1);
+    epoch = epoch_;
+  }
+  v1::RegisterRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_address(options_.advertise_address);
+  request.set_capacity_slots(capacity_slots_);
+  request.set_page_size(page_size_);
+  request.set_model(options_.model_name);
+  request.set_epoch(epoch);
+  request.set_vocab_size(vocab_size_);
+  request.set_metrics_address(options_.metrics_address);
+  absl::StatusOr<v1::RegisterResponse> response = cache_->Register(request);
+  if (!response.ok()) return response.status();
+  absl::MutexLock lock(&mu_);
+  registered_ = true;
+  absl::Duration interval = options_.heartbeat_interval;
+  if (interval <= absl::ZeroDuration()) {
+    interval = response->heartbeat_timeout_ms() > 0
+                   ? absl::Milliseconds(response->heartbeat_timeout_ms()) / 3
+                   : absl::Seconds(1);
+  }
+  if (response->lease_ttl_ms() > 0) {
+    interval =
+        std::min(interval, absl::Milliseconds(response->lease_ttl_ms()) / 3);
+  }
+  heartbeat_interval_ = std::max(interval, absl::Milliseconds(10));
+  if (fresh_epoch) invalid_before_epoch_ = epoch;
+  stats_.epoch = epoch;
+  stats_.registered = true;
+  spdlog::info(
+      "registered with the cache service as {} epoch {} "
+      "({} slots, page_size {}, heartbeat every {})",
+      options_.worker_id, epoch, capacity_slots_, page_size_,
+      absl::FormatDuration(heartbeat_interval_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
+    const v1::GenerateRequest& request) {
+  // --- Validation: nothing is queued and no memory is taken on error. ---
+  if (!request.model().empty() && request.model() != options_.model_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown model '", request.model(),
+                     "' (this worker serves '", options_.model_name, "')"));
+  }
+  if (!request.request_id().empty() && !ValidRequestId(request.request_id())) {
+    return absl::InvalidArgumentError(
+        "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+  }
+  if (request.priority() < -1000 || request.priority() > 1000) {
+    return absl::InvalidArgumentError("priority must be in [-1000, 1000]");
+  }
+  if (request.cache_salt().size() > 256) {
+    return absl::InvalidArgumentError("cache_salt must be <= 256 bytes");
+  }
+  const v1::SamplingParams& sp = request.sampling();
+  SamplingParams sampling;
+  sampling.temperature = sp.temperature();
+  sampling.top_k = sp.top_k();
+  sampling.top_p = sp.top_p() == 0.0f ? 1.0f : sp.top_p();
+  sampling.max_new_tokens = sp.max_new_tokens();
+  sampling.ignore_eos = sp.ignore_eos();
+  if (!(sp.temperature() <= 100.0f)) {
+    return absl::InvalidArgumentError("temperature must be in [0, 100]");
+  }
+  if (sp.top_k() > vocab_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_k must be in [0, vocab_size=", vocab_size_, "]"));
+  }
+  if (sp.top_p() < 0.0f) {
+    return absl::InvalidArgumentError("top_p must be in (0, 1]");
+  }
+  for (int32_t id : sp.stop_token_ids()) {
+    if (id < 0 || id >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stop token id ", id, " outside [0, ", vocab_size_, ")"));
+    }
+    sampling.stop_token_ids.push_back(id);
+  }
+  if (sp.stop_size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError("at most 16 stop strings");
+  }
+  for (const std::string& s : sp.stop()) {
+    if (s.size() > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError("stop strings must be <= 256 bytes");
+    }
+    sampling.stop_strings.push_back(s);
+  }
+  if (absl::Status valid =
+          ValidateSamplingParams(sampling, options_.max_new_tokens_limit);
+      !valid.ok()) {
+    return valid;
+  }
+  if ((sp.stop_size() > 0 || request.return_text()) && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "stop strings and return_text need a tokenizer; none is loaded");
+  }
+  std::vector<int32_t> prompt;
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText: {
+      if (request.text().empty()) {
+        return absl::InvalidArgumentError("empty prompt");
+      }
+      if (tokenizer_ == nullptr) {
+        return absl::InvalidArgumentError(
+            "text prompts need a tokenizer; send token_ids");
+      }
+      absl::StatusOr<std::vector<int32_t>> ids =
+          tokenizer_->Encode(request.text(), /*add_bos=*/true);
+      if (!ids.ok()) return ids.status();
+      prompt = std::move(*ids);
+      break;
+    }
+    case v1::GenerateRequest::kTokenIds:
+      prompt.assign(request.token_ids().ids().begin(),
+                    request.token_ids().ids().end());
+      break;
+    default:
+      return absl::InvalidArgumentError("empty prompt (set text or token_ids)");
+  }
+  if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt token id ", id, " outside [0, ", vocab_size_, ")"));
+    }
+  }
+  const int64_t max_positions = executor_->config().max_position_embeddings;
+  if (static_cast<int64_t>(prompt.size()) + sampling.max_new_tokens >
+      max_positions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", prompt.size(), " tokens) + max_new_tokens (",
+                     sampling.max_new_tokens,
+                     ") exceeds the model's context of ", max_positions));
+  }
+  if (static_cast<int64_t>(prompt.size()) >= capacity_slots_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "prompt of ", prompt.size(), " tokens cannot fit the KV pool of ",
+        capacity_slots_, " slots"));
+  }
+
+  auto seq = std::make_unique<Sequence>();
+  seq->cache_salt = request.cache_salt();
+  seq->priority = request.priority();
+  seq->disable_prefix_cache = request.disable_prefix_cache();
+  seq->return_text = request.return_text();
+  seq->prompt_len = static_cast<int32_t>(prompt.size());
+  seq->arrival = absl::Now();
+  if (tokenizer_ != nullptr && (seq->return_text || sp.stop_size() > 0)) {
+    seq->detokenizer =
+        std::make_unique<IncrementalDetokenizer>(tokenizer_, prompt);
+  }
+  if (sp.stop_size() > 0) {
+    seq->stop_checker = std::make_unique<StopChecker>(sampling.stop_strings);
+  }
+  seq->tokens = std::move(prompt);
+
+  absl::MutexLock lock(&mu_);
+  if (cache_ == nullptr) {
+    return absl::UnavailableError(
+        "no cache service configured (--cache_service); cannot allocate KV");
+  }
+  if (!registered_) {
+    return absl::UnavailableError("not registered with the cache service");
+  }
+  if (draining_ || stop_) return absl::UnavailableError("worker is draining");
+  std::string id = request.request_id();
+  if (id.empty()) {
+    id = absl::StrCat(options_.worker_id, "-", epoch_, "-",
+                      next_request_number_++);
+  }
+  if (in_flight_.contains(id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id '", id, "' is already in flight"));
+  }
+  int64_t queued =
+      static_cast<int64_t>(submitted_.size()) + stats_.load.waiting_requests();
+  if (queued >= options_.max_waiting_requests) {
+    return absl::ResourceExhaustedError("waiting queue is full");
+  }
+  sampling.seed = sp.seed() != 0 ? sp.seed() : absl::HashOf(id);
+  seq->sampling = sampling;
+  seq->sampler = std::make_unique<Sampler>(sampling);
+  seq->request_id = id;
+  seq->stream = std::make_shared<RequestStream>(id);
+  auto stream = seq->stream;
+  in_flight_.insert(id);
+  submitted_.push_back(std::move(seq));
+  return stream;
+}
+
+bool Scheduler::Abort(const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  if (!in_flight_.contains(request_id)) return false;
+  abort_requests_.push_back(request_id);
+  return true;
+}
+
+SchedulerStats Scheduler::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+bool Scheduler::Idle() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_.empty() && !busy_;
+}
+
+void Scheduler::Drain(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+  }
+  auto wait_idle = [this](absl::Time until) {
+    while (absl::Now() < until) {
+      if (!options_.start_thread) Step();
+      if (Idle()) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return Idle();
+  };
+  if (!wait_idle(deadline)) {
+    std::vector<std::string> ids;
+    {
+      absl::MutexLock lock(&mu_);
+      ids.assign(in_flight_.begin(), in_flight_.end());
+    }
+    spdlog::warn("drain deadline passed; aborting {} requests", ids.size());
+    for (const std::string& id : ids) Abort(id);
+    wait_idle(absl::Now() + absl::Seconds(5));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (scheduler_thread_.joinable()) scheduler_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  bool registered;
+  int64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    registered = registered_;
+    epoch = epoch_;
+  }
+  if (cache_ != nullptr && registered) {
+    v1::DeregisterRequest request;
+    request.set_worker_id(options_.worker_id);
+    request.set_epoch(epoch);
+    absl::StatusOr<v1::DeregisterResponse> response =
+        cache_->Deregister(request);
+    if (response.ok()) {
+      spdlog::info("deregistered from the cache service ({} leases released)",
+                   response->released_leases());
+      absl::MutexLock lock(&mu_);
+      registered_ = false;
+      stats_.registered = false;
+    } else {
+      spdlog::warn("deregister failed: {}", response.status().ToString());
+    }
+  }
+}
+
+void Scheduler::SchedulerLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto has_work = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stop_ || !submitted_.empty() || !abort_requests_.empty() ||
+               !lost_leases_.empty() || !in_flight_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Milliseconds(100));
+      if (stop_) return;
+    }
+    if (!Step()) {
+      // Work exists but none could progress (e.g. waiting for memory or a
+      // re-registration): back off briefly instead of spinning.
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  }
+}
+
+void Scheduler::HeartbeatLoop() {
+  while (true) {
+    absl::Duration interval;
+    bool registered;
+    {
+      absl::MutexLock lock(&mu_);
+      interval = registered_ ? heartbeat_interval_ : absl::Seconds(1);
+      auto stopping = [this]()
+                          ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), interval)) return;
+      registered = registered_;
+    }
+    if (!registered) {
+      absl::Status status = RegisterWithService(false);
+      if (!status.ok()) {
+        spdlog::warn("cache service registration failed: {}",
+                     status.ToString());
+      }
+      continue;
+    }
+    SendHeartbeat();
+  }
+}
+
+void Scheduler::SendHeartbeat() {
+  v1::HeartbeatRequest request;
+  request.set_worker_id(options_.worker_id);
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_epoch(epoch_);
+    *request.mutable_load() = stats_.load;
+    for (uint64_t id : held_leases_) request.add_lease_ids(id);
+  }
+  absl::StatusOr<v1::HeartbeatResponse> response = cache_->Heartbeat(request);
+  if (response.ok()) {
+    if (response->lost_lease_ids_size() > 0) {
+      absl::MutexLock lock(&mu_);
+      for (uint64_t id : response->lost_lease_ids()) lost_leases_.push_back(id);
+    }
+    return;
+  }
+  const absl::StatusCode code = response.status().code();
+  if (code == absl::StatusCode::kNotFound ||
+      code == absl::StatusCode::kFailedPrecondition) {
+    // The service forgot this worker (restart without journal, timeout):
+    // every lease is gone. Re-register with a fresh epoch; the scheduler
+    // requeues the sequences whose leases predate it.
+    spdlog::warn("heartbeat: {}; re-registering with a fresh epoch",
+                 response.status().ToString());
+    absl::Status status = RegisterWithService(true);
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      registered_ = false;
+      stats_.registered = false;
+    }
+    return;
+  }
+  spdlog::warn("heartbeat failed: {}", response.status().ToString());
+}
+
+bool Scheduler::Step() {
+  {
+    absl::MutexLock lock(&mu_);
+    busy_ = true;
+  }
+  TakeInbox();
+  ApplyAborts();
+  ApplyLostLeases();
+
+  // Prefill tokens still owed by admitted sequences come first.
+  int32_t budget = options_.max_prefill_tokens;
+  bool stalled = false;
+  for (const auto& seq : running_) {
+    if (seq->in_prefill()) {
+      budget -= static_cast<int32_t>(std::min<int64_t>(
+          budget,
+          static_cast<int64_t>(seq->tokens.size()) - seq->num_computed));
+    } else if (static_cast<int64_t>(seq->kv_indices.size()) <
+               static_cast<int64_t>(seq->tokens.size())) {
+      stalled = true;
+    }
+  }
+  const size_t admitted_before = running_.size();
+  // Admit only while no running sequence waits for memory (no thrashing).
+  if (!stalled) Admit(&budget);
+  bool progressed = running_.size() != admitted_before;
+  progressed |= GrowOne();
+  progressed |= RunBatch(options_.max_prefill_tokens);
+  PublishLoad();
+  {
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
+  }
+  return progressed;
+}
+
+void Scheduler::TakeInbox() {
+  std::vector<std::unique_ptr<Sequence>> submitted;
+  bool draining;
+  {
+    absl::MutexLock lock(&mu_);
+    submitted.swap(submitted_);
+    draining = draining_;
+  }
+  for (auto& seq : submitted) waiting_.push_back(std::move(seq));
+  if (draining) {
+    // Not yet admitted: fail fast so the router can place them elsewhere.
+    while (!waiting_.empty()) {
+      std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+      waiting_.pop_front();
+      Fail(seq.get(), absl::UnavailableError("worker is draining"));
+    }
+  }
+}
+
+void Scheduler::ApplyAborts() {
+  std::vector<std::string> aborts;
+  {
+    absl::MutexLock lock(&mu_);
+    aborts.swap(abort_requests_);
+  }
+  for (const std::string& id : aborts) {
+    auto finish_abort = [this](Sequence* seq) {
+      EndLease(seq, /*commit=*/false);
+      GenerateEvent event;
+      event.finished = true;
+      event.finish_reason = v1::FINISH_REASON_ABORT;
+      event.status = absl::CancelledError("aborted");
+      event.usage.set_prompt_tokens(seq->prompt_len);
+      event.usage.set_cached_tokens(seq->cached_tokens);
+      event.usage.set_completion_tokens(seq->num_generated);
+      event.elapsed_s = absl::ToDoubleSeconds(absl::Now() - seq->arrival);
+      seq->stream->Push(std::move(event));
+      if (metrics_ != nullptr) metrics_->AddRequestFinished("abort");
+      absl::MutexLock lock(&mu_);
+      in_flight_.erase(seq->request_id);
+      ++stats_.requests_aborted;
+    };
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if ((*it)->request_id == id) {
+        finish_abort(it->get());
+        waiting_.erase(it);
+        break;
+      }
+    }
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      if ((*it)->request_id == id) {
+        finish_abort(it->get());
+        running_.erase(it);
+        break;
+      }
+    }
+  }
+}
+
+void Scheduler::ApplyLostLeases() {
+  std::vector<uint64_t> lost;
+  int64_t invalid_before;
+  {
+    absl::MutexLock lock(&mu_);
+    lost.swap(lost_leases_);
+    invalid_before = invalid_before_epoch_;
+  }
+  std::vector<Sequence*> victims;
+  for (const auto& seq : running_) {
+    bool gone = seq->has_lease && seq->lease_epoch < invalid_before;
+    gone |= std::find(lost.begin(), lost.end(), seq->lease_id) != lost.end();
+    if (gone) victims.push_back(seq.get());
+  }
+  for (Sequence* seq : victims) {
+    spdlog::warn("lease {} of request {} was lost; recomputing", seq->lease_id,
+                 seq->request_id);
+    seq->has_lease = false;  // Nothing to give back.
+    Preempt(seq);
+  }
+}
+
+void Scheduler::Admit(int32_t* prefill_budget) {
+  int64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    epoch = epoch_;
+  }
+  while (!waiting_.empty() &&
+         static_cast<int32_t>(running_.size()) <
+             options_.max_running_requests &&
+         *prefill_budget > 0) {
+    Sequence* seq = waiting_.front().get();
+    const int64_t len = static_cast<int64_t>(seq->tokens.size());
+    // Reserve only what the request can still use.
+    const int64_t reserve = std::clamp<int64_t>(seq->max_slots_needed() - len,
+                                                0, options_.reserve_tokens);
+    v1::AcquireRequest request;
+    request.set_worker_id(options_.worker_id);
+    request.set_epoch(epoch);
+    request.set_model(options_.model_name);
+    request.set_cache_salt(seq->cache_salt);
+    request.mutable_tokens()->Assign(seq->tokens.begin(), seq->tokens.end());
+    request.set_priority(seq->priority);
+    request.set_reserve_tokens(static_cast<int32_t>(reserve));
+    request.set_request_id(seq->request_id);
+    request.set_disable_match(seq->disable_prefix_cache);
+    absl::StatusOr<v1::AcquireResponse> lease = cache_->Acquire(request);
+    if (!lease.ok()) {
+      const absl::StatusCode code = lease.status().code();
+      if (code == absl::StatusCode::kResourceExhausted && !running_.empty()) {
+        break;  // Wait until running sequences free memory.
+      }
+      std::unique_ptr<Sequence> failed = std::move(waiting_.front());
+      waiting_.pop_front();
+      if (code == absl::StatusCode::kResourceExhausted) {
+        Fail(failed.get(), absl::ResourceExhaustedError(absl::StrCat(
+                               "the prompt does not fit the KV pool: ",
+                               lease.status().message())));
+      } else if (code == absl::StatusCode::kInvalidArgument) {
+        Fail(failed.get(), lease.status());
+      } else {
+        if (code == absl::StatusCode::kNotFound ||
+            code == absl::StatusCode::kFailedPrecondition) {
+          absl::MutexLock lock(&mu_);
+          registered_ = false;  // The heartbeat thread registers again.
+          stats_.registered = false;
+        }
+        Fail(failed.get(), absl::UnavailableError(absl::StrCat(
+                               "cache service: ", lease.status().ToString())));
+      }
+      continue;
+    }
+    if (lease->kv_indices_size() != len + reserve || lease->prefix_len() < 0 ||
+        lease->prefix_len() >= len) {
+      std::unique_ptr<Sequence> failed = std::move(waiting_.front());
+      waiting_.pop_front();
+      failed->has_lease = true;
+      failed->lease_id = lease->lease_id();
+      Fail(failed.get(),
+           absl::InternalError(absl::StrCat(
+               "cache service returned an inconsistent lease: ",
+               lease->kv_indices_size(), " slots for ", len, " + ", reserve,
+               " tokens, prefix_len ", lease->prefix_len())));
+      continue;
+    }
+    seq->has_lease = true;
+    seq->lease_id = lease->lease_id();
+    seq->lease_epoch = epoch;
+    seq->acquired_len = len;
+    seq->kv_indices.assign(lease->kv_indices().begin(),
+                           lease->kv_indices().end());
+    seq->pending_copies.clear();
+    for (const v1::CopyOp& op : lease->copy_ops()) {
+      seq->pending_copies.push_back(
+          PageCopy{op.src_page(), op.dst_page(), op.num_tokens()});
+    }
+    seq->num_computed = lease->prefix_len();
+    seq->admission_order = ++admission_counter_;
+    if (!seq->admitted_once) {
+      seq->admitted_once = true;
+      seq->cached_tokens = static_cast<int32_t>(lease->prefix_len());
+      if (metrics_ != nullptr) {
+        metrics_->AddPrefillTokensReused(lease->prefix_len());
+      }
+      absl::MutexLock lock(&mu_);
+      stats_.prompt_tokens += seq->prompt_len;
+      stats_.prefill_tokens_reused += lease->prefix_len();
+    }
+    *prefill_budget -= static_cast<int32_t>(
+        std::min<int64_t>(*prefill_budget, len - lease->prefix_len()));
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+bool Scheduler::GrowOne() {
+  // Urgent: a generating sequence without a slot for its next token.
+  // Otherwise: the generating sequence with the least headroom, if below
+  // the low watermark (grow ahead so that most steps need no RPC).
+  Sequence* target = nullptr;
+  bool urgent = false;
+  int64_t best_headroom = 0;
+  for (const auto& seq : running_) {
+    if (seq->in_prefill()) continue;
+    const int64_t slots = static_cast<int64_t>(seq->kv_indices.size());
+    if (slots >= seq->max_slots_needed()) continue;
+    const int64_t headroom = slots - static_cast<int64_t>(seq->tokens.size());
+    if (headroom < 0) {
+      if (!urgent || seq->admission_order < target->admission_order) {
+        target = seq.get();
+        urgent = true;
+      }
+    } else if (!urgent && headroom < options_.grow_low_watermark &&
+               (target == nullptr || headroom < best_headroom)) {
+      target = seq.get();
+      best_headroom = headroom;
+    }
+  }
+  if (target == nullptr) return false;
+  const int64_t want =
+      std::min<int64_t>(options_.grow_tokens,
+                        target->max_slots_needed() -
+                            static_cast<int64_t>(target->kv_indices.size()));
+  v1::GrowRequest request;
+  request.set_lease_id(target->lease_id);
+  request.set_num_tokens(static_cast<int32_t>(want));
+  absl::StatusOr<v1::GrowResponse> grown = cache_->Grow(request);
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.grow_rpcs;
+  }
+  if (grown.ok()) {
+    if (grown->first_remapped_position() >= 0) {
+      const int64_t first = grown->first_remapped_position();
+      for (int i = 0; i < grown->remapped_kv_indices_size(); ++i) {
+        if (first + i < static_cast<int64_t>(target->kv_indices.size())) {
+          target->kv_indices[first + i] = grown->remapped_kv_indices(i);
+        }
+      }
+    }
+    target->kv_indices.insert(target->kv_indices.end(),
+                              grown->kv_indices().begin(),
+                              grown->kv_indices().end());
+    for (const v1::CopyOp& op : grown->copy_ops()) {
+      target->pending_copies.push_back(
+          PageCopy{op.src_page(), op.dst_page(), op.num_tokens()});
+    }
+    return true;
+  }
+  const absl::StatusCode code = grown.status().code();
+  if (code == absl::StatusCode::kResourceExhausted) {
+    if (!urgent) return true;  // Try again when it becomes urgent.
+    if (running_.size() == 1) {
+      Fail(target,
+           absl::ResourceExhaustedError("the sequence outgrew the KV pool"));
+      RemoveRunning(target);
+      return true;
+    }
+    // Preempt the newest sequence (it has made the least progress).
+    Sequence* victim = running_.front().get();
+    for (const auto& seq : running_) {
+      if (seq->admission_order > victim->admission_order) victim = seq.get();
+    }
+    Preempt(victim);
+    return true;
+  }
+  if (code == absl::StatusCode::kNotFound) {
+    target->has_lease = false;  // Expired: recompute.
+    Preempt(target);
+    return true;
+  }
+  Fail(target, absl::UnavailableError(
+                   absl::StrCat("cache service: ", grown.status().ToString())));
+  RemoveRunning(target);
+  return true;
+}
+
+void Scheduler::Preempt(Sequence* victim) {
+  spdlog::info("preempting request {} ({} tokens computed)", victim->request_id,
+               victim->num_computed);
+  // Committing keeps the computed KV in the tree (evictable), so the
+  // readmission can reuse whatever survives.
+  EndLease(victim, /*commit=*/!victim->disable_prefix_cache);
+  victim->num_computed = 0;
+  victim->acquired_len = 0;
+  victim->kv_indices.clear();
+  victim->pending_copies.clear();
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if (it->get() == victim) {
+      waiting_.push_front(std::move(*it));
+      running_.erase(it);
+      break;
+    }
+  }
+  if (metrics_ != nullptr) metrics_->AddPreemption();
+  absl::MutexLock lock(&mu_);
+  ++stats_.preemptions;
+}
+
+bool Scheduler::RunBatch(int32_t prefill_budget) {
+  struct Entry {
+    Sequence* seq;
+    int32_t chunk;
+    bool prefill;
+  };
+  std::vector<Entry> entries;
+  for (const auto& seq : running_) {
+    const int64_t remaining =
+        static_cast<int64_t>(seq->tokens.size()) - seq->num_computed;
+    const bool prefill = seq->in_prefill();
+    int64_t chunk = prefill ? std::min<int64_t>(remaining, prefill_budget)
+                            : std::min<int64_t>(remaining, 1);
+    if (chunk <= 0) continue;
+    if (static_cast<int64_t>(seq->kv_indices.size()) <
+        seq->num_computed + chunk) {
+      continue;  // Waits for a Grow.
+    }
+    if (prefill) prefill_budget -= static_cast<int32_t>(chunk);
+    entries.push_back({seq.get(), static_cast<int32_t>(chunk), prefill});
+  }
+  if (entries.empty()) return false;
+
+  const absl::Time start = absl::Now();
+  ForwardBatch batch;
+  batch.is_decode = std::all_of(entries.begin(), entries.end(),
+                                [](const Entry& e) { return e.chunk == 1; });
+  batch.qo_indptr.push_back(0);
+  batch.kv_indptr.push_back(0);
+  int64_t prefill_tokens = 0;
+  for (const Entry& e : entries) {
+    Sequence& seq = *e.seq;
+    const int64_t begin = seq.num_computed;
+    for (int64_t p = begin; p < begin + e.chunk; ++p) {
+      batch.input_ids.push_back(seq.tokens[p]);
+      batch.positions.push_back(static_cast<int32_t>(p));
+      batch.out_cache_loc.push_back(seq.kv_indices[p]);
+    }
+    const int64_t context = batch.is_decode ? begin + 1 : begin;
+    batch.kv_indices.insert(batch.kv_indices.end(), seq.kv_indices.begin(),
+                            seq.kv_indices.begin() + context);
+    batch.qo_indptr.push_back(batch.qo_indptr.back() + e.chunk);
+    batch.kv_indptr.push_back(batch.kv_indptr.back() +
+                              static_cast<int32_t>(context));
+    batch.copy_ops.insert(batch.copy_ops.end(), seq.pending_copies.begin(),
+                          seq.pending_copies.end());
+    if (e.prefill) prefill_tokens += e.chunk;
+  }
+  std::vector<float> logits;
+  absl::Status forward = executor_->Forward(batch, &logits);
+  if (forward.ok() &&
+      logits.size() != entries.size() * static_cast<size_t>(vocab_size_)) {
+    forward = absl::InternalError(
+        absl::StrCat("executor returned ", logits.size(), " logits for ",
+                     entries.size(), " sequences x vocab ", vocab_size_));
+  }
+  if (!forward.ok()) {
+    spdlog::error("forward failed: {}", forward.ToString());
+    for (const Entry& e : entries) {
+      Fail(e.seq, absl::InternalError(
+                      absl::StrCat("forward failed: ", forward.message())));
+      RemoveRunning(e.seq);
+    }
+    return true;
+  }
+
+  int64_t decode_tokens = 0;
+  std::vector<std::pair<Sequence*, v1::FinishReason>> finished;
+  std::vector<Sequence*> failed;
+  const absl::Time now = absl::Now();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Sequence& seq = *entries[i].seq;
+    seq.pending_copies.clear();
+    seq.num_computed += entries[i].chunk;
+    if (seq.num_computed < static_cast<int64_t>(seq.tokens.size())) continue;
+    absl::StatusOr<int32_t> token = seq.sampler->Sample(absl::MakeConstSpan(
+        logits.data() + i * vocab_size_, static_cast<size_t>(vocab_size_)));
+    if (!token.ok()) {
+      Fail(&seq, absl::InternalError(absl::StrCat("sampling failed: ",
+                                                  token.status().message())));
+      failed.push_back(&seq);
+      continue;
+    }
+    seq.tokens.push_back(*token);
+    ++seq.num_generated;
+    ++decode_tokens;
+    if (metrics_ != nullptr) {
+      if (seq.num_generated == 1) {
+        metrics_->ObserveTimeToFirstToken(
+            absl::ToDoubleSeconds(now - seq.arrival));
+      } else {
+        metrics_->ObserveTimePerOutputToken(
+            absl::ToDoubleSeconds(now - seq.last_token_time));
+      }
+    }
+    seq.last_token_time = now;
+
+    v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
+    const auto& stops = seq.sampling.stop_token_ids;
+    const auto& eos = executor_->config().eos_token_ids;
+    if (std::find(stops.begin(), stops.end(), *token) != stops.end()) {
+      reason = v1::FINISH_REASON_STOP;
+    } else if (!seq.sampling.ignore_eos &&
+               (std::find(eos.begin(), eos.end(), *token) != eos.end() ||
+                (eos.empty() && tokenizer_ != nullptr &&
+                 *token == tokenizer_->eos_id()))) {
+      reason = v1::FINISH_REASON_EOS;
+    }
+    std::string text;
+    if (seq.detokenizer != nullptr) {
+      absl::StatusOr<std::string> delta = seq.detokenizer->Append(*token);
+      std::string d = delta.ok() ? *delta : std::string();
+      if (seq.stop_checker != nullptr) {
+        StopChecker::Result r = seq.stop_checker->Append(d);
+        text = std::move(r.emit);
+        if (r.stopped && reason == v1::FINISH_REASON_UNSPECIFIED) {
+          reason = v1::FINISH_REASON_STOP;
+        }
+      } else {
+        text = std::move(d);
+      }
+    }
+    if (reason == v1::FINISH_REASON_UNSPECIFIED &&
+        seq.num_generated >= seq.sampling.max_new_tokens) {
+      reason = v1::FINISH_REASON_LENGTH;
+    }
+    if (reason != v1::FINISH_REASON_UNSPECIFIED && seq.detokenizer != nullptr &&
+        (seq.stop_checker == nullptr || !seq.stop_checker->stopped())) {
+      absl::StatusOr<std::string> tail = seq.detokenizer->Flush();
+      if (tail.ok()) {
+        if (seq.stop_checker != nullptr) {
+          StopChecker::Result r = seq.stop_checker->Append(*tail);
+          text += r.emit;
+          if (!r.stopped) text += seq.stop_checker->Flush();
+        } else {
+          text += *tail;
+        }
+      }
+    }
+    GenerateEvent event;
+    event.token_ids.push_back(*token);
+    if (seq.return_text) event.text = std::move(text);
+    event.usage.set_prompt_tokens(seq.prompt_len);
+    event.usage.set_cached_tokens(seq.cached_tokens);
+    event.usage.set_completion_tokens(seq.num_generated);
+    event.elapsed_s = absl::ToDoubleSeconds(now - seq.arrival);
+    if (reason != v1::FINISH_REASON_UNSPECIFIED) {
+      event.finished = true;
+      event.finish_reason = reason;
+      finished.emplace_back(&seq, reason);
+    }
+    seq.stream->Push(std::move(event));
+  }
+  for (Sequence* seq : failed) RemoveRunning(seq);
+  for (auto& [seq, reason] : finished) Finish(seq, reason);
+
+  const double step_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (metrics_ != nullptr) {
+    metrics_->ObserveStep(step_seconds, static_cast<int32_t>(entries.size()),
+                          prefill_tokens, decode_tokens);
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.steps;
+  stats_.prefill_tokens_computed += prefill_tokens;
+  stats_.decode_tokens += decode_tokens;
+  return true;
+}
+
+void Scheduler::Finish(Sequence* seq, v1::FinishReason reason) {
+  // Everything written goes into the radix tree (unless the request opted
+  // out of the prefix cache).
+  EndLease(seq, /*commit=*/!seq->disable_prefix_cache);
+  if (metrics_ != nullptr) metrics_->AddRequestFinished(OutcomeName(reason));
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(seq->request_id);
+    ++stats_.requests_finished;
+  }
+  RemoveRunning(seq);
+}
+
+void Scheduler::Fail(Sequence* seq, absl::Status status) {
+  spdlog::warn("request {} failed: {}", seq->request_id, status.ToString());
+  EndLease(seq, /*commit=*/false);
+  GenerateEvent event;
+  event.finished = true;
+  event.status = std::move(status);
+  event.usage.set_prompt_tokens(seq->prompt_len);
+  event.usage.set_cached_tokens(seq->cached_tokens);
+  event.usage.set_completion_tokens(seq->num_generated);
+  event.elapsed_s = absl::ToDoubleSeconds(absl::Now() - seq->arrival);
+  seq->stream->Push(std::move(event));
+  if (metrics_ != nullptr) metrics_->AddRequestFinished("error");
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(seq->request_id);
+  ++stats_.requests_failed;
+}
+
+void Scheduler::EndLease(Sequence* seq, bool commit) {
+  if (!seq->has_lease) return;
+  seq->has_lease = false;
+  if (commit && seq->acquired_len > 0 &&
+      seq->num_computed >= seq->acquired_len) {
+    v1::CommitRequest request;
+    request.set_lease_id(seq->lease_id);
+    request.mutable_tokens()->Assign(seq->tokens.begin(),
+                                     seq->tokens.begin() + seq->num_computed);
+    absl::StatusOr<v1::CommitResponse> response = cache_->Commit(request);
+    if (response.ok()) return;
+    spdlog::warn("commit of lease {} failed ({}); releasing", seq->lease_id,
+                 response.status().ToString());
+    if (response.status().code() == absl::StatusCode::kNotFound) return;
+  }
+  v1::ReleaseRequest request;
+  request.set_lease_id(seq->lease_id);
+  absl::StatusOr<v1::ReleaseResponse> response = cache_->Release(request);
+  if (!response.ok() &&
+      response.status().code() != absl::StatusCode::kNotFound) {
+    // The service expires the lease after its TTL (we stop renewing it).
+    spdlog::warn("release of lease {} failed: {}", seq->lease_id,
+                 response.status().ToString());
+  }
+}
+
+void Scheduler::RemoveRunning(Sequence* seq) {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if (it->get() == seq) {
+      running_.erase(it);
+      return;
+    }
+  }
+}
+
+void Scheduler::PublishLoad() {
+  int64_t outstanding = 0;
+  int64_t held_slots = 0;
+  std::vector<uint64_t> leases;
+  for (const auto& seq : running_) {
+    outstanding += static_cast<int64_t>(seq->tokens.size()) -
+                   seq->num_computed + seq->sampling.max_new_tokens -
+                   seq->num_generated;
+    held_slots += static_cast<int64_t>(seq->kv_indices.size());
+    if (seq->has_lease) leases.push_back(seq->lease_id);
+  }
+  for (const auto& seq : waiting_) {
+    outstanding += static_cast<int64_t>(seq->tokens.size()) +
+                   seq->sampling.max_new_tokens - seq->num_generated;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->SetQueueDepth(static_cast<int32_t>(waiting_.size()),
+                            static_cast<int32_t>(running_.size()));
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.load.set_running_requests(static_cast<int32_t>(running_.size()));
+  stats_.load.set_waiting_requests(
+      static_cast<int32_t>(waiting_.size() + submitted_.size()));
+  stats_.load.set_outstanding_tokens(outstanding);
+  stats_.load.set_available_slots(
+      std::max<int64_t>(0, capacity_slots_ - held_slots));
+  held_leases_ = std::move(leases);
+}
+
+}  // namespace radixkv::worker

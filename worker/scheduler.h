@@ -1,0 +1,253 @@
+// Scheduler: the worker's continuous-batching loop (design brief "One
+// request", steps 3-5; SGLang's scheduler / vLLM's continuous batching).
+//
+// One scheduler thread owns every sequence. Each step it
+//   1. applies aborts and leases the cache service reported lost,
+//   2. admits waiting requests while memory allows (CacheService.Acquire ->
+//      lease {prefix_len, kv_indices, copy_ops}),
+//   3. picks the batch: every running sequence that is generating (one token
+//      each) plus prefill chunks of admitted prompts under a per-step budget
+//      of max_prefill_tokens (chunked prefill),
+//   4. issues at most ONE CacheService.Grow per step: leases grow by
+//      grow_tokens slots at a time (plus reserve_tokens at Acquire), so most
+//      steps need none; a sequence whose lease is full waits for its Grow;
+//      when Grow finds no memory, the newest running sequence is preempted
+//      (its lease committed or released, the sequence requeued at the front
+//      of the queue and recomputed on readmission),
+//   5. runs one ModelExecutor::Forward (copy ops first), samples, streams
+//      token/text deltas, and on finish (EOS, stop id/string,
+//      max_new_tokens) commits the lease so the tokens enter the radix tree.
+// A heartbeat thread reports load to the cache service and renews leases.
+//
+// Threading: Submit/Abort/Stats are thread-safe and may be called from gRPC
+// handler threads; results flow back through each request's RequestStream.
+#ifndef RADIXKV_WORKER_SCHEDULER_H_
+#define RADIXKV_WORKER_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "radixkv/v1/common.pb.h"
+#include "radixkv/v1/worker.pb.h"
+#include "worker/cache_client.h"
+#include "worker/model/tokenizer.h"
+#include "worker/model_executor.h"
+
+namespace radixkv::worker {
+
+class WorkerMetrics;
+struct Sequence;
+
+// Configuration of a Scheduler. Token counts in tokens, slot counts in slots.
+struct SchedulerOptions {
+  // Registered with the cache service; identifies the worker's pool.
+  std::string worker_id = "worker-0";
+  // host:port routers dial (RegisterRequest.address).
+  std::string advertise_address;
+  std::string metrics_address;
+  // Model name served; GenerateRequest.model must be empty or equal.
+  std::string model_name = "radixkv-demo-llama";
+  // Fresh per process start (e.g. wall time in ms); 0 = now in ms.
+  int64_t epoch = 0;
+  // Sequences in the running batch at most.
+  int32_t max_running_requests = 32;
+  // Requests queued for memory at most; beyond: RESOURCE_EXHAUSTED.
+  int32_t max_waiting_requests = 1024;
+  // Per-step budget of prefill tokens (chunked prefill). Decode tokens of
+  // generating sequences do not count against it.
+  int32_t max_prefill_tokens = 512;
+  // Slots reserved beyond the prompt at Acquire (first decode steps).
+  // -1 = grow_tokens.
+  int32_t reserve_tokens = -1;
+  // Slots requested per Grow (rounded up to pages by the service).
+  // 0 = max(page_size, 32).
+  int32_t grow_tokens = 0;
+  // A running sequence with fewer free slots than this is grown ahead of
+  // need when no sequence needs a Grow urgently. 0 = grow_tokens / 2.
+  int32_t grow_low_watermark = 0;
+  // Heartbeat period; 0 = a third of the service's heartbeat timeout.
+  absl::Duration heartbeat_interval = absl::ZeroDuration();
+  // Upper bound of GenerateRequest.sampling.max_new_tokens.
+  int32_t max_new_tokens_limit = 65536;
+  // Run the step loop on a background thread (false: tests drive Step()).
+  bool start_thread = true;
+};
+
+// One streamed update of a request (mirrors radixkv.v1.GenerateResponse).
+struct GenerateEvent {
+  // New token ids since the previous event.
+  std::vector<int32_t> token_ids;
+  // Decoded text delta (when the request asked for text).
+  std::string text;
+  bool finished = false;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  // Non-OK: the request failed (finished is true as well).
+  absl::Status status;
+  v1::Usage usage;
+  // Seconds from arrival to this event.
+  double elapsed_s = 0;
+};
+
+// The output channel of one request: the scheduler pushes events, the gRPC
+// handler pops them. Thread-safe.
+class RequestStream {
+ public:
+  explicit RequestStream(std::string request_id)
+      : request_id_(std::move(request_id)) {}
+
+  const std::string& request_id() const { return request_id_; }
+
+  // Appends an event (scheduler side).
+  void Push(GenerateEvent event);
+
+  // Waits up to `timeout` for an event. Returns false on timeout.
+  bool Pop(GenerateEvent* event, absl::Duration timeout);
+
+ private:
+  const std::string request_id_;
+  absl::Mutex mu_;
+  std::deque<GenerateEvent> events_ ABSL_GUARDED_BY(mu_);
+};
+
+// Counters of the scheduler (WorkerStatsResponse without the identity).
+struct SchedulerStats {
+  v1::WorkerLoad load;
+  int64_t epoch = 0;
+  bool registered = false;
+  int64_t prompt_tokens = 0;
+  int64_t prefill_tokens_computed = 0;
+  int64_t prefill_tokens_reused = 0;
+  int64_t decode_tokens = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_aborted = 0;
+  int64_t requests_failed = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t grow_rpcs = 0;
+};
+
+class Scheduler {
+ public:
+  // `cache` may be nullptr: the worker then serves health but rejects every
+  // Generate with UNAVAILABLE. `tokenizer` may be nullptr (text prompts and
+  // stop strings are then INVALID_ARGUMENT). `metrics` may be nullptr. All
+  // pointers must outlive the scheduler. Registers with the cache service
+  // (a failure is retried by the heartbeat thread; Generate answers
+  // UNAVAILABLE meanwhile).
+  // Errors: INVALID_ARGUMENT for inconsistent options.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
+      SchedulerOptions options, ModelExecutor* executor, KvCacheClient* cache,
+      const Tokenizer* tokenizer, WorkerMetrics* metrics);
+
+  // Stops the threads; leases still held are released (best effort).
+  ~Scheduler();
+
+  // Validates and queues a request. Errors (nothing queued, no memory taken):
+  // INVALID_ARGUMENT (model mismatch, empty prompt, token ids outside
+  // [0, vocab_size), max_new_tokens outside [1, limit] or prompt +
+  // max_new_tokens beyond max_position_embeddings, invalid sampling values,
+  // bad request_id / priority / cache_salt), ALREADY_EXISTS (request_id in
+  // flight), RESOURCE_EXHAUSTED (prompt larger than the pool, queue full),
+  // UNAVAILABLE (no cache service, not registered, or draining).
+  absl::StatusOr<std::shared_ptr<RequestStream>> Submit(
+      const v1::GenerateRequest& request);
+
+  // Aborts a queued or running request (its lease is released; its stream
+  // gets a final event with status CANCELLED). Returns false if unknown.
+  bool Abort(const std::string& request_id);
+
+  // Snapshot of counters and load.
+  SchedulerStats Stats() const;
+
+  // Stops admitting (Submit answers UNAVAILABLE), fails waiting requests
+  // with UNAVAILABLE, lets running ones finish until `deadline`, aborts the
+  // rest, then deregisters from the cache service. Returns when done.
+  void Drain(absl::Time deadline);
+
+  // Runs one scheduling step on the calling thread (only when
+  // start_thread is false). Returns true if any work was done.
+  bool Step();
+
+  // True when nothing is queued, running or pending.
+  bool Idle() const;
+
+  const SchedulerOptions& options() const { return options_; }
+  const ModelExecutor& executor() const { return *executor_; }
+
+ private:
+  Scheduler(SchedulerOptions options, ModelExecutor* executor,
+            KvCacheClient* cache, const Tokenizer* tokenizer,
+            WorkerMetrics* metrics);
+
+  // Registers (or re-registers with a fresh epoch). Thread: heartbeat or
+  // constructor.
+  absl::Status RegisterWithService(bool fresh_epoch);
+  void SchedulerLoop();
+  void HeartbeatLoop();
+  void SendHeartbeat();
+
+  // Step parts (scheduler thread only).
+  void TakeInbox();
+  void ApplyAborts();
+  void ApplyLostLeases();
+  void Admit(int32_t* prefill_budget);
+  bool GrowOne();
+  void Preempt(Sequence* victim);
+  bool RunBatch(int32_t prefill_budget);
+  void Finish(Sequence* seq, v1::FinishReason reason);
+  void Fail(Sequence* seq, absl::Status status);
+  void EndLease(Sequence* seq, bool commit);
+  void RemoveRunning(Sequence* seq);
+  void PublishLoad();
+
+  const SchedulerOptions options_;
+  ModelExecutor* const executor_;
+  KvCacheClient* const cache_;
+  const Tokenizer* const tokenizer_;
+  WorkerMetrics* const metrics_;
+  const int32_t page_size_;
+  const int64_t capacity_slots_;
+  const int32_t vocab_size_;
+
+  mutable absl::Mutex mu_;
+  // Inbox from other threads.
+  std::vector<std::unique_ptr<Sequence>> submitted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> abort_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> lost_leases_ ABSL_GUARDED_BY(mu_);
+  // Leases acquired under epochs older than this are gone (re-register).
+  int64_t invalid_before_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every request id in flight (inbox, waiting or running).
+  absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Lease ids held, for heartbeats.
+  std::vector<uint64_t> held_leases_ ABSL_GUARDED_BY(mu_);
+  SchedulerStats stats_ ABSL_GUARDED_BY(mu_);
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  uint64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Scheduler-thread state.
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  uint64_t admission_counter_ = 0;
+
+  std::thread scheduler_thread_;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace radixkv::worker
+
+#endif  // RADIXKV_WORKER_SCHEDULER_H_

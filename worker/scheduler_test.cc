@@ -1,0 +1,510 @@
+#include "worker/scheduler.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/testing/fake_kv_cache_client.h"
+#include "worker/testing/fake_model_executor.h"
+
+namespace radixkv::worker {
+namespace {
+
+using testing::FakeKvCacheClient;
+using testing::FakeModelExecutor;
+
+struct Result {
+  std::vector<int32_t> tokens;
+  absl::Status status;
+  bool finished = false;
+  v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
+  v1::Usage usage;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int64_t capacity, int32_t page_size, SchedulerOptions options = {},
+            bool with_cache = true) {
+    cache_ = std::make_unique<FakeKvCacheClient>(capacity, page_size);
+    executor_ = std::make_unique<FakeModelExecutor>(capacity, page_size);
+    options.start_thread = false;
+    options.heartbeat_interval = absl::Hours(1);
+    auto scheduler = Scheduler::Create(options, executor_.get(),
+                                       with_cache ? cache_.get() : nullptr,
+                                       nullptr, nullptr);
+    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+    scheduler_ = std::move(*scheduler);
+  }
+
+  std::vector<int32_t> RandomPrompt(int n) {
+    std::uniform_int_distribution<int32_t> dist(
+        3, FakeModelExecutor::kVocabSize - 1);
+    std::vector<int32_t> out(n);
+    for (int32_t& t : out) t = dist(rng_);
+    return out;
+  }
+
+  static v1::GenerateRequest Request(const std::string& id,
+                                     const std::vector<int32_t>& prompt,
+                                     int max_new_tokens) {
+    v1::GenerateRequest request;
+    request.set_request_id(id);
+    request.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(),
+                                                       prompt.end());
+    request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+    return request;
+  }
+
+  std::shared_ptr<RequestStream> Submit(const v1::GenerateRequest& request) {
+    auto stream = scheduler_->Submit(request);
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    return stream.ok() ? *stream : nullptr;
+  }
+
+  void RunUntilIdle(int max_steps = 20000) {
+    for (int i = 0; i < max_steps && !scheduler_->Idle(); ++i) {
+      scheduler_->Step();
+    }
+    ASSERT_TRUE(scheduler_->Idle()) << "scheduler did not finish";
+  }
+
+  static Result Collect(RequestStream& stream, Result result = {}) {
+    GenerateEvent event;
+    while (stream.Pop(&event, absl::ZeroDuration())) {
+      EXPECT_FALSE(result.finished) << "event after the final one";
+      result.tokens.insert(result.tokens.end(), event.token_ids.begin(),
+                           event.token_ids.end());
+      result.usage = event.usage;
+      if (event.finished) {
+        result.finished = true;
+        result.reason = event.finish_reason;
+        result.status = event.status;
+      }
+    }
+    return result;
+  }
+
+  std::mt19937 rng_{12345};
+  std::unique_ptr<FakeKvCacheClient> cache_;
+  std::unique_ptr<FakeModelExecutor> executor_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, RegistersWithFreshEpoch) {
+  const int64_t before = absl::ToUnixMillis(absl::Now());
+  Init(256, 1);
+  EXPECT_TRUE(cache_->registered());
+  EXPECT_GE(cache_->epoch(), before);
+  EXPECT_EQ(scheduler_->Stats().epoch, cache_->epoch());
+}
+
+TEST_F(SchedulerTest, GreedyGenerationMatchesOracleAndCommits) {
+  Init(256, 1);
+  std::vector<int32_t> prompt = RandomPrompt(20);
+  auto stream = Submit(Request("r1", prompt, 12));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.finished);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.reason, v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 12));
+  EXPECT_EQ(r.usage.prompt_tokens(), 20);
+  EXPECT_EQ(r.usage.cached_tokens(), 0);
+  EXPECT_EQ(r.usage.completion_tokens(), 12);
+  // Committed: the prompt and every generated token but the last (its KV
+  // was never computed).
+  ASSERT_EQ(cache_->commits().size(), 1u);
+  std::vector<int32_t> expected = prompt;
+  expected.insert(expected.end(), r.tokens.begin(), r.tokens.end() - 1);
+  EXPECT_EQ(cache_->commits()[0], expected);
+  EXPECT_EQ(cache_->active_leases(), 0);
+  SchedulerStats stats = scheduler_->Stats();
+  EXPECT_EQ(stats.prompt_tokens, 20);
+  EXPECT_EQ(stats.prefill_tokens_computed, 20);
+  EXPECT_EQ(stats.prefill_tokens_reused, 0);
+  EXPECT_EQ(stats.decode_tokens, 12);
+  EXPECT_EQ(stats.requests_finished, 1);
+  // One prefill step, then 11 decode steps.
+  EXPECT_EQ(stats.steps, 12);
+  ASSERT_EQ(executor_->batches().size(), 12u);
+  EXPECT_FALSE(executor_->batches()[0].is_decode);
+  for (size_t i = 1; i < executor_->batches().size(); ++i) {
+    EXPECT_TRUE(executor_->batches()[i].is_decode);
+  }
+}
+
+TEST_F(SchedulerTest, ChunkedPrefillRespectsTokenBudget) {
+  SchedulerOptions options;
+  options.max_prefill_tokens = 16;
+  Init(512, 1, options);
+  std::vector<int32_t> prompt = RandomPrompt(50);
+  auto stream = Submit(Request("r1", prompt, 3));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 3));
+  const auto& batches = executor_->batches();
+  ASSERT_EQ(batches.size(), 6u);
+  EXPECT_EQ(batches[0].extend_lens, std::vector<int32_t>{16});
+  EXPECT_EQ(batches[1].extend_lens, std::vector<int32_t>{16});
+  EXPECT_EQ(batches[2].extend_lens, std::vector<int32_t>{16});
+  EXPECT_EQ(batches[3].extend_lens, std::vector<int32_t>{2});
+  EXPECT_TRUE(batches[4].is_decode);
+  EXPECT_EQ(scheduler_->Stats().prefill_tokens_computed, 50);
+}
+
+TEST_F(SchedulerTest, DecodesAllRunningSequencesWhilePrefilling) {
+  SchedulerOptions options;
+  options.max_prefill_tokens = 8;
+  Init(1024, 1, options);
+  std::vector<int32_t> a = RandomPrompt(4), b = RandomPrompt(20);
+  auto sa = Submit(Request("a", a, 10));
+  scheduler_->Step();  // a: prefill of 4 tokens.
+  auto sb = Submit(Request("b", b, 5));
+  scheduler_->Step();  // a decodes, b prefills 8 (budget).
+  const auto& last = executor_->batches().back();
+  EXPECT_FALSE(last.is_decode);
+  EXPECT_EQ(last.extend_lens, (std::vector<int32_t>{1, 8}));
+  RunUntilIdle();
+  EXPECT_EQ(Collect(*sa).tokens, executor_->Generate(a, 10));
+  EXPECT_EQ(Collect(*sb).tokens, executor_->Generate(b, 5));
+  bool saw_two_decodes = false;
+  for (const auto& batch : executor_->batches()) {
+    saw_two_decodes |= batch.is_decode && batch.num_seqs == 2;
+  }
+  EXPECT_TRUE(saw_two_decodes);
+}
+
+TEST_F(SchedulerTest, SecondTurnComputesOnlyNewTokens) {
+  for (int32_t page_size : {1, 16}) {
+    SCOPED_TRACE(absl::StrCat("page_size ", page_size));
+    Init(1024, page_size);
+    std::vector<int32_t> turn1 = RandomPrompt(40);
+    auto s1 = Submit(Request("t1", turn1, 10));
+    RunUntilIdle();
+    Result r1 = Collect(*s1);
+    ASSERT_TRUE(r1.status.ok()) << r1.status;
+    std::vector<int32_t> turn2 = turn1;
+    turn2.insert(turn2.end(), r1.tokens.begin(), r1.tokens.end());
+    std::vector<int32_t> user = RandomPrompt(8);
+    turn2.insert(turn2.end(), user.begin(), user.end());
+    const int64_t computed_before = scheduler_->Stats().prefill_tokens_computed;
+    auto s2 = Submit(Request("t2", turn2, 6));
+    RunUntilIdle();
+    Result r2 = Collect(*s2);
+    ASSERT_TRUE(r2.status.ok()) << r2.status;
+    // Turn 1 committed 40 + 10 - 1 tokens; the fake matches whole pages.
+    const int32_t cached = (49 / page_size) * page_size;
+    EXPECT_EQ(r2.usage.cached_tokens(), cached);
+    EXPECT_EQ(scheduler_->Stats().prefill_tokens_computed - computed_before,
+              static_cast<int64_t>(turn2.size()) - cached);
+    EXPECT_EQ(r2.tokens, executor_->Generate(turn2, 6));
+
+    // The no-cache baseline gives the same tokens and computes everything.
+    v1::GenerateRequest baseline = Request("t2-nocache", turn2, 6);
+    baseline.set_disable_prefix_cache(true);
+    auto s3 = Submit(baseline);
+    RunUntilIdle();
+    Result r3 = Collect(*s3);
+    EXPECT_EQ(r3.usage.cached_tokens(), 0);
+    EXPECT_EQ(r3.tokens, r2.tokens);
+    // disable_prefix_cache inserts nothing: 2 commits, not 3.
+    EXPECT_EQ(cache_->commits().size(), 2u);
+    EXPECT_EQ(cache_->active_leases(), 0);
+  }
+}
+
+TEST_F(SchedulerTest, GrowsAtMostOncePerStep) {
+  SchedulerOptions options;
+  options.grow_tokens = 4;
+  options.reserve_tokens = 4;
+  Init(1024, 1, options);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(RandomPrompt(5 + i));
+    streams.push_back(Submit(Request(absl::StrCat("g", i), prompts[i], 30)));
+  }
+  int steps = 0;
+  while (!scheduler_->Idle() && steps < 10000) {
+    const int64_t grows = cache_->calls("Grow");
+    scheduler_->Step();
+    EXPECT_LE(cache_->calls("Grow") - grows, 1) << "step " << steps;
+    ++steps;
+  }
+  // Each sequence needs 5+i+29 slots: at least ceil(25/4) grows each.
+  EXPECT_GE(cache_->calls("Grow"), 4 * 7);
+  for (int i = 0; i < 4; ++i) {
+    Result r = Collect(*streams[i]);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, executor_->Generate(prompts[i], 30));
+  }
+  EXPECT_EQ(scheduler_->Stats().grow_rpcs, cache_->calls("Grow"));
+}
+
+TEST_F(SchedulerTest, PreemptsInsteadOfFailingWhenMemoryRunsOut) {
+  SchedulerOptions options;
+  options.grow_tokens = 4;
+  options.reserve_tokens = 4;
+  Init(64, 1, options);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(RandomPrompt(12));
+    streams.push_back(Submit(Request(absl::StrCat("p", i), prompts[i], 30)));
+  }
+  RunUntilIdle();
+  // 3 x (12 + 29) slots > 64: someone had to give memory back.
+  EXPECT_GT(scheduler_->Stats().preemptions, 0);
+  for (int i = 0; i < 3; ++i) {
+    Result r = Collect(*streams[i]);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.reason, v1::FINISH_REASON_LENGTH);
+    EXPECT_EQ(r.tokens, executor_->Generate(prompts[i], 30));
+  }
+  EXPECT_EQ(cache_->active_leases(), 0);
+  cache_->Flush();
+  EXPECT_EQ(cache_->free_pages(), 64);
+}
+
+TEST_F(SchedulerTest, SequenceLargerThanPoolFailsWithResourceExhausted) {
+  SchedulerOptions options;
+  options.grow_tokens = 4;
+  options.reserve_tokens = 0;
+  Init(32, 1, options);
+  auto stream = Submit(Request("big", RandomPrompt(20), 30));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache_->active_leases(), 0);
+  EXPECT_EQ(cache_->free_pages(), 32);
+}
+
+TEST_F(SchedulerTest, AbortReleasesLease) {
+  Init(256, 1);
+  auto stream = Submit(Request("victim", RandomPrompt(10), 100));
+  scheduler_->Step();
+  scheduler_->Step();
+  EXPECT_EQ(cache_->active_leases(), 1);
+  EXPECT_TRUE(scheduler_->Abort("victim"));
+  EXPECT_FALSE(scheduler_->Abort("no-such-request"));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(r.reason, v1::FINISH_REASON_ABORT);
+  EXPECT_EQ(r.tokens.size(), 2u);
+  EXPECT_EQ(cache_->active_leases(), 0);
+  EXPECT_EQ(cache_->calls("Release"), 1);
+  EXPECT_EQ(cache_->calls("Commit"), 0);
+  EXPECT_EQ(cache_->free_pages(), 256);
+  EXPECT_EQ(scheduler_->Stats().requests_aborted, 1);
+}
+
+TEST_F(SchedulerTest, AbortWhileQueued) {
+  SchedulerOptions options;
+  options.max_running_requests = 1;
+  Init(256, 1, options);
+  auto first = Submit(Request("first", RandomPrompt(4), 5));
+  auto second = Submit(Request("second", RandomPrompt(4), 5));
+  scheduler_->Step();
+  EXPECT_TRUE(scheduler_->Abort("second"));
+  RunUntilIdle();
+  EXPECT_TRUE(Collect(*first).status.ok());
+  EXPECT_EQ(Collect(*second).status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(cache_->calls("Acquire"), 1);
+}
+
+TEST_F(SchedulerTest, StopTokenEosAndIgnoreEos) {
+  Init(512, 1);
+  std::vector<int32_t> prompt = RandomPrompt(10);
+  std::vector<int32_t> oracle = executor_->Generate(prompt, 20);
+  // Stop token: generation ends at its first occurrence (included).
+  v1::GenerateRequest stop = Request("stop", prompt, 20);
+  stop.mutable_sampling()->add_stop_token_ids(oracle[3]);
+  auto s1 = Submit(stop);
+  RunUntilIdle();
+  Result r1 = Collect(*s1);
+  EXPECT_EQ(r1.reason, v1::FINISH_REASON_STOP);
+  size_t first =
+      std::find(oracle.begin(), oracle.end(), oracle[3]) - oracle.begin();
+  EXPECT_EQ(r1.tokens,
+            std::vector<int32_t>(oracle.begin(), oracle.begin() + first + 1));
+
+  // EOS once the context reaches 15 tokens: 5 normal tokens, then EOS.
+  executor_->set_eos_at_length(15);
+  auto s2 = Submit(Request("eos", prompt, 20));
+  RunUntilIdle();
+  Result r2 = Collect(*s2);
+  EXPECT_EQ(r2.reason, v1::FINISH_REASON_EOS);
+  ASSERT_EQ(r2.tokens.size(), 6u);
+  EXPECT_EQ(r2.tokens.back(), FakeModelExecutor::kEosId);
+
+  v1::GenerateRequest ignore = Request("ignore", prompt, 8);
+  ignore.mutable_sampling()->set_ignore_eos(true);
+  auto s3 = Submit(ignore);
+  RunUntilIdle();
+  Result r3 = Collect(*s3);
+  EXPECT_EQ(r3.reason, v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r3.tokens.size(), 8u);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
+TEST_F(SchedulerTest, BadInputIsRejectedBeforeAnyMemoryIsTaken) {
+  Init(256, 1);
+  std::vector<int32_t> prompt = RandomPrompt(8);
+  std::vector<std::pair<std::string, v1::GenerateRequest>> cases;
+  auto add = [&](const std::string& name, auto mutate) {
+    v1::GenerateRequest r = Request("", prompt, 4);
+    mutate(r);
+    cases.emplace_back(name, r);
+  };
+  add("unknown model", [](auto& r) { r.set_model("gpt-17"); });
+  add("no prompt", [](auto& r) { r.clear_prompt(); });
+  add("empty text", [](auto& r) { r.set_text(""); });
+  add("text without tokenizer", [](auto& r) { r.set_text("hello"); });
+  add("empty token ids", [](auto& r) { r.mutable_token_ids()->clear_ids(); });
+  add("token id = vocab",
+      [](auto& r) { r.mutable_token_ids()->set_ids(0, 64); });
+  add("negative token id",
+      [](auto& r) { r.mutable_token_ids()->set_ids(2, -1); });
+  add("max_new_tokens 0",
+      [](auto& r) { r.mutable_sampling()->set_max_new_tokens(0); });
+  add("max_new_tokens 65537",
+      [](auto& r) { r.mutable_sampling()->set_max_new_tokens(65537); });
+  add("beyond context",
+      [](auto& r) { r.mutable_sampling()->set_max_new_tokens(4090); });
+  add("negative temperature",
+      [](auto& r) { r.mutable_sampling()->set_temperature(-0.5f); });
+  add("NaN temperature",
+      [](auto& r) { r.mutable_sampling()->set_temperature(std::nanf("")); });
+  add("temperature 101",
+      [](auto& r) { r.mutable_sampling()->set_temperature(101.0f); });
+  add("top_p 1.5", [](auto& r) { r.mutable_sampling()->set_top_p(1.5f); });
+  add("top_p -0.1", [](auto& r) { r.mutable_sampling()->set_top_p(-0.1f); });
+  add("top_k -1", [](auto& r) { r.mutable_sampling()->set_top_k(-1); });
+  add("top_k > vocab", [](auto& r) { r.mutable_sampling()->set_top_k(65); });
+  add("stop id out of range",
+      [](auto& r) { r.mutable_sampling()->add_stop_token_ids(64); });
+  add("17 stop strings", [](auto& r) {
+    for (int i = 0; i < 17; ++i) r.mutable_sampling()->add_stop("x");
+  });
+  add("bad request_id", [](auto& r) { r.set_request_id("has space"); });
+  add("priority", [](auto& r) { r.set_priority(1001); });
+  for (const auto& [name, request] : cases) {
+    auto result = scheduler_->Submit(request);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+        << name << ": " << result.status();
+  }
+  EXPECT_EQ(cache_->calls("Acquire"), 0);
+  EXPECT_TRUE(scheduler_->Idle());
+
+  // Larger than the whole pool.
+  EXPECT_EQ(
+      scheduler_->Submit(Request("huge", RandomPrompt(300), 1)).status().code(),
+      absl::StatusCode::kResourceExhausted);
+  // Duplicate in-flight id.
+  auto stream = Submit(Request("dup", prompt, 2));
+  EXPECT_EQ(scheduler_->Submit(Request("dup", prompt, 2)).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  RunUntilIdle();
+  EXPECT_TRUE(Collect(*stream).status.ok());
+  // The id is free again once finished.
+  EXPECT_TRUE(scheduler_->Submit(Request("dup", prompt, 2)).ok());
+  RunUntilIdle();
+}
+
+TEST_F(SchedulerTest, CacheServiceUnavailableFailsRequestWithoutLeaks) {
+  Init(256, 1);
+  cache_->SetUnavailable(true);
+  auto stream = Submit(Request("r", RandomPrompt(6), 4));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(r.tokens.empty());
+  cache_->SetUnavailable(false);
+  EXPECT_EQ(cache_->active_leases(), 0);
+  EXPECT_EQ(cache_->free_pages(), 256);
+
+  // The service dies mid-generation: the next Grow fails the request.
+  SchedulerOptions options;
+  options.grow_tokens = 2;
+  options.reserve_tokens = 2;
+  Init(256, 1, options);
+  auto s2 = Submit(Request("r2", RandomPrompt(6), 20));
+  scheduler_->Step();
+  scheduler_->Step();
+  cache_->SetUnavailable(true);
+  RunUntilIdle();
+  Result r2 = Collect(*s2);
+  EXPECT_EQ(r2.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(r2.tokens.size(), 20u);
+}
+
+TEST_F(SchedulerTest, WithoutCacheServiceGenerateIsUnavailable) {
+  Init(256, 1, {}, /*with_cache=*/false);
+  auto result = scheduler_->Submit(Request("r", RandomPrompt(4), 2));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SchedulerTest, ForwardFailureFailsBatchAndReleasesLeases) {
+  Init(256, 1);
+  auto stream = Submit(Request("r", RandomPrompt(6), 4));
+  executor_->FailNextForward();
+  RunUntilIdle();
+  EXPECT_EQ(Collect(*stream).status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
+TEST_F(SchedulerTest, DrainFinishesRunningFailsQueuedAndDeregisters) {
+  SchedulerOptions options;
+  options.max_running_requests = 1;
+  Init(256, 1, options);
+  std::vector<int32_t> prompt = RandomPrompt(5);
+  auto running = Submit(Request("running", prompt, 6));
+  auto queued = Submit(Request("queued", RandomPrompt(5), 6));
+  scheduler_->Step();
+  scheduler_->Drain(absl::Now() + absl::Seconds(10));
+  Result r1 = Collect(*running);
+  EXPECT_TRUE(r1.status.ok()) << r1.status;
+  EXPECT_EQ(r1.tokens, executor_->Generate(prompt, 6));
+  EXPECT_EQ(Collect(*queued).status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(cache_->registered());
+  EXPECT_EQ(cache_->calls("Deregister"), 1);
+  EXPECT_EQ(scheduler_->Submit(Request("late", prompt, 2)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SchedulerTest, LostLeaseIsRecomputed) {
+  SchedulerOptions options;
+  Init(256, 1, options);
+  // A heartbeat thread with a short period reports the lease lost.
+  scheduler_.reset();
+  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
+  options.start_thread = false;
+  options.heartbeat_interval = absl::Milliseconds(5);
+  auto created = Scheduler::Create(options, executor_.get(), cache_.get(),
+                                   nullptr, nullptr);
+  ASSERT_TRUE(created.ok());
+  scheduler_ = std::move(*created);
+  std::vector<int32_t> prompt = RandomPrompt(7);
+  auto stream = Submit(Request("r", prompt, 8));
+  scheduler_->Step();
+  scheduler_->Step();
+  cache_->LoseLeaseOnNextHeartbeat(1);
+  const int64_t beats = cache_->calls("Heartbeat");
+  while (cache_->calls("Heartbeat") < beats + 2) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 8));
+  EXPECT_EQ(scheduler_->Stats().preemptions, 1);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
+}  // namespace
+}  // namespace radixkv::worker

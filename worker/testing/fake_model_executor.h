@@ -1,0 +1,68 @@
+// FakeModelExecutor: a deterministic stand-in for a model backend, for
+// scheduler tests. Its "KV pool" stores, per slot, the token id and position
+// written there; Forward checks that every context slot the batch reads
+// holds exactly the token and position the sequence expects (so wrong
+// kv_indices, positions, copy ops or prefix reuse fail loudly), then returns
+// logits whose argmax is NextToken(context).
+#ifndef RADIXKV_WORKER_TESTING_FAKE_MODEL_EXECUTOR_H_
+#define RADIXKV_WORKER_TESTING_FAKE_MODEL_EXECUTOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "worker/model_executor.h"
+
+namespace radixkv::worker::testing {
+
+class FakeModelExecutor : public ModelExecutor {
+ public:
+  static constexpr int32_t kVocabSize = 64;
+  static constexpr int32_t kEosId = 2;
+
+  FakeModelExecutor(int64_t capacity_slots, int32_t page_size);
+
+  // The greedy next token after `context` (a hash in [3, vocab)), or kEosId
+  // once the context has eos_at_length() tokens.
+  int32_t NextToken(absl::Span<const int32_t> context) const;
+  // Greedy continuation of `prompt` by `n` tokens (the test oracle).
+  std::vector<int32_t> Generate(std::vector<int32_t> prompt, int n) const;
+
+  // Context length at which EOS is produced; 0 = never.
+  void set_eos_at_length(int64_t n) { eos_at_length_ = n; }
+  // The next Forward fails with INTERNAL.
+  void FailNextForward() { fail_next_ = true; }
+
+  struct BatchRecord {
+    int32_t num_seqs = 0;
+    int32_t num_tokens = 0;
+    bool is_decode = false;
+    int32_t num_copy_ops = 0;
+    std::vector<int32_t> extend_lens;  // new tokens per sequence
+  };
+  const std::vector<BatchRecord>& batches() const { return batches_; }
+
+  const ModelConfig& config() const override { return config_; }
+  absl::Status Forward(const ForwardBatch& batch,
+                       std::vector<float>* logits) override;
+  int64_t capacity_slots() const override { return capacity_slots_; }
+  int32_t page_size() const override { return page_size_; }
+  std::string device() const override { return "fake"; }
+
+ private:
+  ModelConfig config_;
+  const int64_t capacity_slots_;
+  const int32_t page_size_;
+  // Per slot: token id and position written there (-1: never written).
+  std::vector<int32_t> slot_token_;
+  std::vector<int32_t> slot_position_;
+  int64_t eos_at_length_ = 0;
+  bool fail_next_ = false;
+  std::vector<BatchRecord> batches_;
+};
+
+}  // namespace radixkv::worker::testing
+
+#endif  // RADIXKV_WORKER_TESTING_FAKE_MODEL_EXECUTOR_H_

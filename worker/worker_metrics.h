@@ -1,0 +1,57 @@
+// WorkerMetrics: the worker's Prometheus families (prometheus-cpp), exposed
+// on /metrics by process::MetricsEndpoint. Names follow Prometheus
+// conventions (base units: seconds, tokens; _total for counters).
+#ifndef RADIXKV_WORKER_WORKER_METRICS_H_
+#define RADIXKV_WORKER_WORKER_METRICS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace radixkv::worker {
+
+// Thread-safe (prometheus-cpp metrics are atomic).
+class WorkerMetrics {
+ public:
+  // Registers every family in `registry`, which must outlive this object.
+  explicit WorkerMetrics(prometheus::Registry& registry);
+
+  // One scheduler step: wall time of the forward step in seconds, number of
+  // sequences in the batch, prompt tokens computed and decode tokens sampled.
+  void ObserveStep(double step_seconds, int32_t batch_size,
+                   int64_t prefill_tokens_computed, int64_t decode_tokens);
+  // Prompt tokens taken from the prefix cache at admission.
+  void AddPrefillTokensReused(int64_t tokens);
+  // Time to first token (arrival -> first token), seconds.
+  void ObserveTimeToFirstToken(double seconds);
+  // Time per output token after the first, seconds.
+  void ObserveTimePerOutputToken(double seconds);
+  // Current queue depths, requests.
+  void SetQueueDepth(int32_t waiting, int32_t running);
+  void AddPreemption();
+  // A request ended; `outcome` is eos, stop, length, abort or error.
+  void AddRequestFinished(const std::string& outcome);
+
+ private:
+  prometheus::Histogram& step_seconds_;
+  prometheus::Histogram& batch_size_;
+  prometheus::Counter& prefill_computed_;
+  prometheus::Counter& prefill_reused_;
+  prometheus::Counter& decode_tokens_;
+  prometheus::Gauge& decode_tokens_per_second_;
+  prometheus::Gauge& waiting_;
+  prometheus::Gauge& running_;
+  prometheus::Counter& preemptions_;
+  prometheus::Histogram& ttft_;
+  prometheus::Histogram& tpot_;
+  prometheus::Family<prometheus::Counter>& finished_;
+};
+
+}  // namespace radixkv::worker
+
+#endif  // RADIXKV_WORKER_WORKER_METRICS_H_
