@@ -1,0 +1,396 @@
+#include "worker/model/llama_model.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "worker/kernels/cpu/copy_blocks.h"
+#include "worker/kernels/cpu/decode_attention.h"
+#include "worker/kernels/cpu/extend_attention.h"
+#include "worker/kernels/cpu/reshape_and_cache.h"
+#include "worker/model/safetensors_reader.h"
+
+namespace radixkv::worker {
+namespace {
+
+// C[M, N] = A[M, K] * W[N, K]^T + beta * C  (row-major; W is an HF Linear
+// weight [out, in]).
+void MatMulWeightT(const float* a, const float* w, float* c, int64_t m,
+                   int64_t n, int64_t k, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(k), w, static_cast<int>(k), beta, c,
+              static_cast<int>(n));
+}
+
+// HF LlamaRMSNorm in fp32: y = w * (x * rsqrt(mean(x^2) + eps)).
+void RmsNorm(const float* x, const float* w, float* y, int64_t rows,
+             int64_t dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double sum_sq = 0;
+    for (int64_t i = 0; i < dim; ++i) {
+      sum_sq += static_cast<double>(xr[i]) * xr[i];
+    }
+    const float variance = static_cast<float>(sum_sq / dim);
+    const float inv_rms = 1.0f / std::sqrt(variance + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv_rms);
+  }
+}
+
+// HF default RoPE inverse frequencies in fp32:
+// 1 / theta ** (arange(0, D, 2) / D), then the llama3 smoothing if enabled
+// (transformers modeling_rope_utils._compute_llama3_parameters), every
+// operation rounded to float32 as torch does.
+std::vector<float> RopeInvFreq(const ModelConfig& c) {
+  const int32_t half = c.head_dim / 2;
+  std::vector<float> inv_freq(half);
+  for (int32_t i = 0; i < half; ++i) {
+    const float exponent =
+        static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+    const float p = static_cast<float>(
+        std::pow(c.rope.theta, static_cast<double>(exponent)));
+    inv_freq[i] = 1.0f / p;
+  }
+  if (c.rope.type != RopeType::kLlama3) return inv_freq;
+  const float factor = static_cast<float>(c.rope.factor);
+  const float low = static_cast<float>(c.rope.low_freq_factor);
+  const float high = static_cast<float>(c.rope.high_freq_factor);
+  const double old_ctx =
+      static_cast<double>(c.rope.original_max_position_embeddings);
+  const float low_freq_wavelen =
+      static_cast<float>(old_ctx / c.rope.low_freq_factor);
+  const float high_freq_wavelen =
+      static_cast<float>(old_ctx / c.rope.high_freq_factor);
+  const float two_pi = static_cast<float>(2 * M_PI);
+  const float old_ctx_f = static_cast<float>(old_ctx);
+  const float high_minus_low =
+      static_cast<float>(c.rope.high_freq_factor - c.rope.low_freq_factor);
+  (void)high;
+  for (int32_t i = 0; i < half; ++i) {
+    const float f = inv_freq[i];
+    const float wavelen = two_pi / f;
+    float llama = wavelen > low_freq_wavelen ? f / factor : f;
+    const float smooth = (old_ctx_f / wavelen - low) / high_minus_low;
+    const float smoothed = (1.0f - smooth) * llama / factor + smooth * llama;
+    const bool medium =
+        !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+    if (medium) llama = smoothed;
+    inv_freq[i] = llama;
+  }
+  return inv_freq;
+}
+
+// In-place rotate-half RoPE on one head vector: dim i pairs with i + D/2.
+inline void ApplyRope(float* v, const float* cos, const float* sin,
+                      int32_t half) {
+  for (int32_t i = 0; i < half; ++i) {
+    const float a = v[i];
+    const float b = v[i + half];
+    v[i] = a * cos[i] - b * sin[i];
+    v[i + half] = b * cos[i] + a * sin[i];
+  }
+}
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("ForwardBatch: ", what));
+}
+
+}  // namespace
+
+CpuModelExecutor::~CpuModelExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<CpuModelExecutor>> CpuModelExecutor::Create(
+    const CpuModelExecutorOptions& options) {
+  std::unique_ptr<CpuModelExecutor> e(new CpuModelExecutor());
+  e->options_ = options;
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir);
+  if (!config.ok()) return config.status();
+  e->config_ = *config;
+  if (absl::Status s = e->LoadWeights(); !s.ok()) return s;
+  e->inv_freq_ = RopeInvFreq(e->config_);
+
+  const ModelConfig& c = e->config_;
+  absl::StatusOr<std::unique_ptr<KvPool>> pool =
+      options.kv_capacity_slots > 0
+          ? KvPool::CreateFromCapacity(
+                c.num_hidden_layers, options.kv_capacity_slots,
+                options.page_size, c.num_key_value_heads, c.head_dim,
+                options.kv_layout, options.kv_dtype)
+          : KvPool::CreateFromBudget(c.num_hidden_layers,
+                                     options.kv_budget_bytes, options.page_size,
+                                     c.num_key_value_heads, c.head_dim,
+                                     options.kv_layout, options.kv_dtype);
+  if (!pool.ok()) return pool.status();
+  e->pool_ = std::move(*pool);
+  if (options.decode_partition_size < 0) {
+    return absl::InvalidArgumentError("decode_partition_size must be >= 0");
+  }
+  const int threads = std::max(1, options.num_threads);
+  e->threads_ = std::make_unique<CpuThreadPool>(threads);
+  openblas_set_num_threads(threads);
+  return e;
+}
+
+absl::Status CpuModelExecutor::LoadWeights() {
+  absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader =
+      SafetensorsReader::Open(options_.model_dir);
+  if (!reader.ok()) return reader.status();
+  const SafetensorsReader& r = **reader;
+  const ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = int64_t{c.num_attention_heads} * c.head_dim;
+  const int64_t kv_dim = int64_t{c.num_key_value_heads} * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  absl::Status status;
+  auto read = [&](const std::string& name,
+                  std::vector<int64_t> shape) -> std::vector<float> {
+    if (!status.ok()) return {};
+    absl::StatusOr<std::vector<float>> t = r.ReadFloat32(name, shape);
+    if (!t.ok()) {
+      status = t.status();
+      return {};
+    }
+    return std::move(*t);
+  };
+  auto append = [](std::vector<float>& dst, const std::vector<float>& src) {
+    dst.insert(dst.end(), src.begin(), src.end());
+  };
+
+  embed_ = read("model.embed_tokens.weight", {c.vocab_size, hidden});
+  final_norm_ = read("model.norm.weight", {hidden});
+  if (!c.tie_word_embeddings) {
+    lm_head_ = read("lm_head.weight", {c.vocab_size, hidden});
+  }
+  layers_.resize(c.num_hidden_layers);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    LayerWeights& w = layers_[l];
+    w.input_norm = read(p + "input_layernorm.weight", {hidden});
+    w.post_norm = read(p + "post_attention_layernorm.weight", {hidden});
+    append(w.qkv, read(p + "self_attn.q_proj.weight", {q_dim, hidden}));
+    append(w.qkv, read(p + "self_attn.k_proj.weight", {kv_dim, hidden}));
+    append(w.qkv, read(p + "self_attn.v_proj.weight", {kv_dim, hidden}));
+    if (c.qkv_bias) {
+      append(w.qkv_bias, read(p + "self_attn.q_proj.bias", {q_dim}));
+      append(w.qkv_bias, read(p + "self_attn.k_proj.bias", {kv_dim}));
+      append(w.qkv_bias, read(p + "self_attn.v_proj.bias", {kv_dim}));
+    }
+    w.o = read(p + "self_attn.o_proj.weight", {hidden, q_dim});
+    if (c.o_bias) w.o_bias = read(p + "self_attn.o_proj.bias", {hidden});
+    append(w.gate_up, read(p + "mlp.gate_proj.weight", {inter, hidden}));
+    append(w.gate_up, read(p + "mlp.up_proj.weight", {inter, hidden}));
+    w.down = read(p + "mlp.down_proj.weight", {hidden, inter});
+  }
+  return status;
+}
+
+absl::Status CpuModelExecutor::ValidateBatch(const ForwardBatch& b) const {
+  const int64_t num_tokens = static_cast<int64_t>(b.input_ids.size());
+  if (num_tokens == 0) return Invalid("no tokens");
+  if (b.qo_indptr.size() < 2) return Invalid("qo_indptr needs B+1 >= 2");
+  const size_t batch = b.qo_indptr.size() - 1;
+  if (b.kv_indptr.size() != b.qo_indptr.size()) {
+    return Invalid(absl::StrCat("kv_indptr has ", b.kv_indptr.size(),
+                                " entries, qo_indptr ", b.qo_indptr.size()));
+  }
+  if (b.positions.size() != b.input_ids.size() ||
+      b.out_cache_loc.size() != b.input_ids.size()) {
+    return Invalid(absl::StrCat("input_ids (", num_tokens, "), positions (",
+                                b.positions.size(), ") and out_cache_loc (",
+                                b.out_cache_loc.size(),
+                                ") must have the same length"));
+  }
+  if (b.qo_indptr[0] != 0 || b.kv_indptr[0] != 0) {
+    return Invalid("qo_indptr and kv_indptr must start at 0");
+  }
+  for (size_t i = 0; i < batch; ++i) {
+    if (b.qo_indptr[i + 1] <= b.qo_indptr[i]) {
+      return Invalid(absl::StrCat("sequence ", i, " has no new tokens"));
+    }
+    if (b.kv_indptr[i + 1] < b.kv_indptr[i]) {
+      return Invalid("kv_indptr is decreasing");
+    }
+    if (b.is_decode) {
+      if (b.qo_indptr[i + 1] - b.qo_indptr[i] != 1) {
+        return Invalid(absl::StrCat("decode sequence ", i,
+                                    " has more than one new token"));
+      }
+      if (b.kv_indptr[i + 1] == b.kv_indptr[i] ||
+          b.kv_indices[b.kv_indptr[i + 1] - 1] != b.out_cache_loc[i]) {
+        return Invalid(absl::StrCat(
+            "decode sequence ", i,
+            ": the last kv_indices entry must be the new token's slot"));
+      }
+    }
+  }
+  if (b.qo_indptr[batch] != num_tokens) {
+    return Invalid(absl::StrCat("qo_indptr[B] = ", b.qo_indptr[batch],
+                                " != num_tokens ", num_tokens));
+  }
+  if (static_cast<size_t>(b.kv_indptr[batch]) != b.kv_indices.size()) {
+    return Invalid(absl::StrCat("kv_indptr[B] = ", b.kv_indptr[batch],
+                                " != kv_indices.size() ", b.kv_indices.size()));
+  }
+  const int64_t capacity = pool_->capacity_slots();
+  for (int64_t s : b.kv_indices) {
+    if (s < 0 || s >= capacity) {
+      return Invalid(
+          absl::StrCat("kv_indices slot ", s, " outside [0, ", capacity, ")"));
+    }
+  }
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    if (b.out_cache_loc[t] < 0 || b.out_cache_loc[t] >= capacity) {
+      return Invalid(absl::StrCat("out_cache_loc slot ", b.out_cache_loc[t],
+                                  " outside [0, ", capacity, ")"));
+    }
+    if (b.input_ids[t] < 0 || b.input_ids[t] >= config_.vocab_size) {
+      return Invalid(absl::StrCat("token id ", b.input_ids[t], " outside [0, ",
+                                  config_.vocab_size, ")"));
+    }
+    if (b.positions[t] < 0) {
+      return Invalid(absl::StrCat("negative position ", b.positions[t]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuModelExecutor::ComputeRope(const std::vector<int32_t>& positions) {
+  const int32_t half = config_.head_dim / 2;
+  rope_cos_.resize(positions.size() * half);
+  rope_sin_.resize(positions.size() * half);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const float pos = static_cast<float>(positions[t]);
+    for (int32_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq_[i];  // fp32 product, as HF
+      rope_cos_[t * half + i] = std::cos(angle);
+      rope_sin_[t * half + i] = std::sin(angle);
+    }
+  }
+}
+
+absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
+                                       std::vector<float>* logits) {
+  if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
+  if (!batch.copy_ops.empty()) {
+    if (absl::Status s = CopyBlocks(*pool_, batch.copy_ops); !s.ok()) {
+      return s;
+    }
+  }
+  const ModelConfig& c = config_;
+  const int64_t T = static_cast<int64_t>(batch.input_ids.size());
+  const int64_t H = c.hidden_size;
+  const int64_t D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads;
+  const int64_t Hkv = c.num_key_value_heads;
+  const int64_t qkv_dim = (Hq + 2 * Hkv) * D;
+  const int64_t I = c.intermediate_size;
+  const int32_t half = static_cast<int32_t>(D / 2);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float sm_scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+
+  x_.resize(T * H);
+  h_.resize(T * H);
+  qkv_.resize(T * qkv_dim);
+  q_.resize(T * Hq * D);
+  k_.resize(T * Hkv * D);
+  v_.resize(T * Hkv * D);
+  attn_.resize(T * Hq * D);
+  gate_up_.resize(T * 2 * I);
+  act_.resize(T * I);
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(&x_[t * H], &embed_[int64_t{batch.input_ids[t]} * H],
+                H * sizeof(float));
+  }
+  ComputeRope(batch.positions);
+
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& w = layers_[l];
+    // Attention block.
+    RmsNorm(x_.data(), w.input_norm.data(), h_.data(), T, H, eps);
+    MatMulWeightT(h_.data(), w.qkv.data(), qkv_.data(), T, qkv_dim, H, 0.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = &qkv_[t * qkv_dim];
+      if (!w.qkv_bias.empty()) {
+        for (int64_t i = 0; i < qkv_dim; ++i) row[i] += w.qkv_bias[i];
+      }
+      const float* cos = &rope_cos_[t * half];
+      const float* sin = &rope_sin_[t * half];
+      for (int64_t h = 0; h < Hq; ++h) ApplyRope(row + h * D, cos, sin, half);
+      for (int64_t h = 0; h < Hkv; ++h) {
+        ApplyRope(row + (Hq + h) * D, cos, sin, half);
+      }
+      std::memcpy(&q_[t * Hq * D], row, Hq * D * sizeof(float));
+      std::memcpy(&k_[t * Hkv * D], row + Hq * D, Hkv * D * sizeof(float));
+      std::memcpy(&v_[t * Hkv * D], row + (Hq + Hkv) * D,
+                  Hkv * D * sizeof(float));
+    }
+    ReshapeAndCache(*pool_, l, k_.data(), v_.data(), batch.out_cache_loc,
+                    threads_.get());
+    if (batch.is_decode) {
+      DecodeAttentionArgs args;
+      args.q = q_.data();
+      args.kv_indptr = batch.kv_indptr;
+      args.kv_indices = batch.kv_indices;
+      args.num_q_heads = static_cast<int32_t>(Hq);
+      args.sm_scale = sm_scale;
+      args.partition_size = options_.decode_partition_size;
+      args.out = attn_.data();
+      DecodeAttention(*pool_, l, args, threads_.get());
+    } else {
+      ExtendAttentionArgs args;
+      args.q = q_.data();
+      args.k_extend = k_.data();
+      args.v_extend = v_.data();
+      args.qo_indptr = batch.qo_indptr;
+      args.kv_indptr = batch.kv_indptr;
+      args.kv_indices = batch.kv_indices;
+      args.num_q_heads = static_cast<int32_t>(Hq);
+      args.sm_scale = sm_scale;
+      args.out = attn_.data();
+      ExtendAttention(*pool_, l, args, threads_.get());
+    }
+    if (!w.o_bias.empty()) {
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < H; ++i) x_[t * H + i] += w.o_bias[i];
+      }
+    }
+    // x += attn Wo^T
+    MatMulWeightT(attn_.data(), w.o.data(), x_.data(), T, H, Hq * D, 1.0f);
+    // MLP block.
+    RmsNorm(x_.data(), w.post_norm.data(), h_.data(), T, H, eps);
+    MatMulWeightT(h_.data(), w.gate_up.data(), gate_up_.data(), T, 2 * I, H,
+                  0.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* g = &gate_up_[t * 2 * I];
+      const float* u = g + I;
+      float* a = &act_[t * I];
+      for (int64_t i = 0; i < I; ++i) {
+        const float silu = g[i] / (1.0f + std::exp(-g[i]));
+        a[i] = silu * u[i];
+      }
+    }
+    MatMulWeightT(act_.data(), w.down.data(), x_.data(), T, H, I, 1.0f);
+  }
+
+  // Rows whose logits are returned.
+  const size_t num_seqs = batch.qo_indptr.size() - 1;
+  const int64_t R =
+      batch.return_all_logits ? T : static_cast<int64_t>(num_seqs);
+  rows_.resize(R * H);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t t =
+        batch.return_all_logits ? r : int64_t{batch.qo_indptr[r + 1]} - 1;
+    RmsNorm(&x_[t * H], final_norm_.data(), &rows_[r * H], 1, H, eps);
+  }
+  const float* head = lm_head_.empty() ? embed_.data() : lm_head_.data();
+  logits->resize(R * c.vocab_size);
+  MatMulWeightT(rows_.data(), head, logits->data(), R, c.vocab_size, H, 0.0f);
+  return absl::OkStatus();
+}
+
+}  // namespace radixkv::worker
