@@ -53,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache_service/eviction_policy.h"
+#include "cache_service/page_allocator.h"
 
 namespace radixkv::cache_service {
 
@@ -81,16 +82,6 @@ struct CacheOptions {
   // Grow() rounds num_tokens up to a multiple of this when page_size == 1
   // (amortises Grow calls, design brief step 4). Slots, >= 1.
   int32_t grow_chunk_tokens = 16;
-};
-
-// Copy the first num_tokens token positions of page src_page into page
-// dst_page (all layers, K and V) before reading/writing the lease's table.
-// Pages are indices in the worker's pool; with page_size 1 a page is a slot.
-struct CopyOp {
-  int64_t src_page = 0;
-  int64_t dst_page = 0;
-  int32_t num_tokens = 0;  // [1, page_size]
-  friend bool operator==(const CopyOp&, const CopyOp&) = default;
 };
 
 // A worker's load as reported by its heartbeat (mirrors radixkv.v1.WorkerLoad).

@@ -1,28 +1,150 @@
 // radixkv cache service: the global radix tree, allocator, leases and eviction
-// for every worker's KV memory.
+// for every worker's KV memory, served as radixkv.v1.CacheService over gRPC
+// (plus grpc.health.v1), with Prometheus /metrics and, with --redis, a
+// write-ahead journal in Redis from which a restarted process rebuilds its
+// state.
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cache_service/cache_metrics.h"
+#include "cache_service/cache_service_impl.h"
+#include "cache_service/cache_state.h"
+#include "cache_service/eviction_policy.h"
+#include "cache_service/redis_journal.h"
 #include "process/process_lifecycle.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(int, grpc_port, 50051, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9101, "Prometheus /metrics port; 0 = disabled.");
+ABSL_FLAG(std::string, redis, "",
+          "Redis host:port holding the journal and snapshots. Empty = "
+          "in-memory mode (state is lost when the process exits).");
+ABSL_FLAG(std::string, redis_key_prefix, "radixkv:cache",
+          "Prefix of the Redis keys (<prefix>:snapshot, <prefix>:journal).");
+ABSL_FLAG(int64_t, redis_connect_timeout_ms, 10000,
+          "How long start-up retries connecting to --redis, ms.");
+ABSL_FLAG(int64_t, lease_ttl_ms, 30000,
+          "Lease time-to-live, ms; renewed by any call on the lease and by "
+          "heartbeats listing it. Range [100, 86400000].");
+ABSL_FLAG(int64_t, heartbeat_timeout_ms, 10000,
+          "A worker without heartbeat for this long is dropped, ms. Range "
+          "[100, 86400000].");
+ABSL_FLAG(int64_t, snapshot_every_ops, 10000,
+          "Journaled operations between two Redis snapshots. Range [1, 1e9].");
+ABSL_FLAG(std::string, eviction_policy, "lru",
+          "Eviction order of unlocked leaves: lru, lfu or priority.");
+ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20,
+          "Longest prompt accepted by Match/Acquire, tokens. Range "
+          "[1, 1048576].");
+ABSL_FLAG(int, grow_chunk_tokens, 16,
+          "Grow() rounds up to this many slots when page_size is 1. Range "
+          "[1, 65536].");
+ABSL_FLAG(int64_t, sweep_interval_ms, 250,
+          "Period of the lease-expiry / dead-worker sweep and metrics "
+          "refresh, ms. Range [10, 60000].");
 
 namespace {
 
-absl::Status ValidateFlags() {
-  int port = absl::GetFlag(FLAGS_grpc_port);
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError("--grpc_port must be in [0, 65535]");
-  }
-  int metrics = absl::GetFlag(FLAGS_metrics_port);
-  if (metrics < 0 || metrics > 65535) {
-    return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
+namespace cs = radixkv::cache_service;
+
+absl::Status CheckRange(const char* name, int64_t value, int64_t lo,
+                        int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, " must be in [", lo, ", ", hi, "], got ", value));
   }
   return absl::OkStatus();
+}
+
+// Validates every flag; fills `options` and `redis` from them.
+absl::Status ValidateFlags(cs::CacheServiceOptions* options,
+                           cs::RedisJournalOptions* redis) {
+  absl::Status s =
+      CheckRange("grpc_port", absl::GetFlag(FLAGS_grpc_port), 0, 65535);
+  if (s.ok()) {
+    s = CheckRange("metrics_port", absl::GetFlag(FLAGS_metrics_port), 0, 65535);
+  }
+  if (s.ok()) {
+    s = CheckRange("lease_ttl_ms", absl::GetFlag(FLAGS_lease_ttl_ms), 100,
+                   86'400'000);
+  }
+  if (s.ok()) {
+    s = CheckRange("heartbeat_timeout_ms",
+                   absl::GetFlag(FLAGS_heartbeat_timeout_ms), 100, 86'400'000);
+  }
+  if (s.ok()) {
+    s = CheckRange("snapshot_every_ops",
+                   absl::GetFlag(FLAGS_snapshot_every_ops), 1, 1'000'000'000);
+  }
+  if (s.ok()) {
+    s = CheckRange("max_prompt_tokens", absl::GetFlag(FLAGS_max_prompt_tokens),
+                   1, cs::kMaxPromptTokens);
+  }
+  if (s.ok()) {
+    s = CheckRange("grow_chunk_tokens", absl::GetFlag(FLAGS_grow_chunk_tokens),
+                   1, cs::kMaxGrowTokens);
+  }
+  if (s.ok()) {
+    s = CheckRange("sweep_interval_ms", absl::GetFlag(FLAGS_sweep_interval_ms),
+                   10, 60'000);
+  }
+  if (s.ok()) {
+    s = CheckRange("redis_connect_timeout_ms",
+                   absl::GetFlag(FLAGS_redis_connect_timeout_ms), 0, 600'000);
+  }
+  if (!s.ok()) return s;
+  absl::StatusOr<cs::EvictionPolicyKind> policy =
+      cs::ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction_policy));
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eviction_policy: ", policy.status().message()));
+  }
+  const std::string redis_address = absl::GetFlag(FLAGS_redis);
+  if (!redis_address.empty()) {
+    s = cs::ParseRedisAddress(redis_address, redis);
+    if (!s.ok()) return s;
+  }
+  const std::string prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  if (prefix.empty() || prefix.size() > 200 ||
+      prefix.find_first_of(" \t\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "--redis_key_prefix must be 1..200 bytes without whitespace");
+  }
+  redis->key_prefix = prefix;
+  options->cache.lease_ttl_ms = absl::GetFlag(FLAGS_lease_ttl_ms);
+  options->cache.heartbeat_timeout_ms =
+      absl::GetFlag(FLAGS_heartbeat_timeout_ms);
+  options->cache.eviction_policy = *policy;
+  options->cache.grow_chunk_tokens = absl::GetFlag(FLAGS_grow_chunk_tokens);
+  options->max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  options->snapshot_every_ops = absl::GetFlag(FLAGS_snapshot_every_ops);
+  options->sweep_interval =
+      absl::Milliseconds(absl::GetFlag(FLAGS_sweep_interval_ms));
+  return absl::OkStatus();
+}
+
+// Connects to Redis, retrying until --redis_connect_timeout_ms.
+absl::StatusOr<std::unique_ptr<cs::RedisJournal>> OpenJournal(
+    const cs::RedisJournalOptions& redis,
+    std::shared_ptr<cs::CacheMetrics> metrics) {
+  const absl::Time deadline =
+      absl::Now() +
+      absl::Milliseconds(absl::GetFlag(FLAGS_redis_connect_timeout_ms));
+  while (true) {
+    auto journal =
+        cs::RedisJournal::Open(redis, [metrics](double seconds, int entries) {
+          metrics->ObserveJournalFlush(seconds, entries);
+        });
+    if (journal.ok() || absl::Now() >= deadline) return journal;
+    spdlog::warn("{}; retrying", journal.status().ToString());
+    absl::SleepFor(absl::Milliseconds(250));
+  }
 }
 
 }  // namespace
@@ -33,29 +155,66 @@ int main(int argc, char** argv) {
       argc, argv,
       "radixkv cache service: the global radix tree, allocator, leases and "
       "eviction for every worker's KV memory.");
-  absl::Status valid = ValidateFlags();
+  cs::CacheServiceOptions options;
+  cs::RedisJournalOptions redis;
+  absl::Status valid = ValidateFlags(&options, &redis);
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
-  auto metrics = process::MetricsEndpoint::Start(
+  auto metrics_endpoint = process::MetricsEndpoint::Start(
       absl::GetFlag(FLAGS_metrics_port) == 0
           ? ""
           : process::ListenAddress(absl::GetFlag(FLAGS_metrics_port)));
-  if (!metrics.ok()) {
-    spdlog::critical("{}", metrics.status().ToString());
+  if (!metrics_endpoint.ok()) {
+    spdlog::critical("{}", metrics_endpoint.status().ToString());
     return 1;
   }
+  const bool use_redis = !absl::GetFlag(FLAGS_redis).empty();
+  auto metrics = std::make_shared<cs::CacheMetrics>(
+      *(*metrics_endpoint)->registry(), use_redis ? "redis" : "memory");
+
+  std::unique_ptr<cs::RedisJournal> journal;
+  if (use_redis) {
+    auto opened = OpenJournal(redis, metrics);
+    if (!opened.ok()) {
+      spdlog::critical("{}", opened.status().ToString());
+      return 1;
+    }
+    journal = std::move(*opened);
+    spdlog::info("persistence: redis at {} (keys {}:snapshot, {}:journal)",
+                 absl::GetFlag(FLAGS_redis), redis.key_prefix,
+                 redis.key_prefix);
+  } else {
+    spdlog::warn(
+        "persistence: memory (no --redis): the cache state is lost when this "
+        "process exits");
+  }
+  auto service =
+      cs::CacheServiceImpl::Create(options, std::move(journal), metrics);
+  if (!service.ok()) {
+    spdlog::critical("cannot start the cache service: {}",
+                     service.status().ToString());
+    return 1;
+  }
+  (*service)->StartBackgroundSweep();
+
   auto server = process::GrpcServer::Start(
-      process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {});
+      process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {service->get()});
   if (!server.ok()) {
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
-  spdlog::info("cache_service serving gRPC on port {} (health: grpc.health.v1)",
-               (*server)->port());
+  spdlog::info(
+      "cache_service serving gRPC on port {} (radixkv.v1.CacheService, "
+      "grpc.health.v1), /metrics on port {}, persistence={}, "
+      "eviction_policy={}, lease_ttl_ms={}, heartbeat_timeout_ms={}",
+      (*server)->port(), (*metrics_endpoint)->port(), (*service)->persistence(),
+      absl::GetFlag(FLAGS_eviction_policy), options.cache.lease_ttl_ms,
+      options.cache.heartbeat_timeout_ms);
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Shutdown(absl::Seconds(5));
+  service->reset();  // stops the sweep, flushes the journal
   spdlog::info("cache_service stopped cleanly");
   return 0;
 }

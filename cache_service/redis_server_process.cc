@@ -35,11 +35,11 @@ int PickFreeLoopbackPort() {
 }
 
 absl::StatusOr<std::unique_ptr<RedisServerProcess>> RedisServerProcess::Start(
-    const std::string& dir, const std::string& redis_server_binary) {
+    const std::string& dir, int port, const std::string& redis_server_binary) {
   mkdir(dir.c_str(), 0755);
   std::unique_ptr<RedisServerProcess> out(new RedisServerProcess());
   for (int attempt = 0; attempt < 5; ++attempt) {
-    out->port_ = PickFreeLoopbackPort();
+    out->port_ = port > 0 ? port : PickFreeLoopbackPort();
     std::vector<std::string> args = {redis_server_binary,
                                      "--port",
                                      absl::StrCat(out->port_),

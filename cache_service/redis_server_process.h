@@ -18,11 +18,11 @@ int PickFreeLoopbackPort();
 
 class RedisServerProcess {
  public:
-  // Starts `redis_server_binary` (default: redis-server on PATH, then
-  // /usr/bin/redis-server) with its data in `dir` (created if missing) and
-  // waits up to 10 s until it answers PING. UNAVAILABLE otherwise.
+  // Starts `redis_server_binary` with its data in `dir` (created if missing;
+  // an existing appendonly file there is loaded) on `port` (0 = a free one)
+  // and waits up to 10 s until it answers PING. UNAVAILABLE otherwise.
   static absl::StatusOr<std::unique_ptr<RedisServerProcess>> Start(
-      const std::string& dir,
+      const std::string& dir, int port = 0,
       const std::string& redis_server_binary = "/usr/bin/redis-server");
 
   // SIGKILLs the server and reaps it.

@@ -1,0 +1,735 @@
+#include "cache_service/cache_service_impl.h"
+
+#include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace radixkv::cache_service {
+namespace {
+
+namespace pb = ::radixkv::v1;
+
+// Snapshot blob = kSnapshotMagic, int64 last_now_ms (little endian), then
+// CacheState::Serialize().
+constexpr std::string_view kSnapshotMagic = "RKVSNAP1";
+// Journal entry = uint8 JournalOp, int64 now_ms (little endian), then the
+// serialized request proto (empty for kSweep).
+constexpr size_t kEntryHeaderBytes = 1 + 8;
+// Dump replies above this are refused (the proto's 64 MiB bound, with room
+// for framing).
+constexpr size_t kMaxDumpBytes = (64u << 20) - 4096;
+
+void PutInt64(std::string* out, int64_t value) {
+  uint64_t v = static_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+int64_t GetInt64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  }
+  return static_cast<int64_t>(v);
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+int64_t UnixMillis() { return absl::ToUnixMillis(absl::Now()); }
+
+std::vector<int32_t> ToVector(
+    const google::protobuf::RepeatedField<int32_t>& tokens) {
+  return std::vector<int32_t>(tokens.begin(), tokens.end());
+}
+
+WorkerLoad FromProto(const pb::WorkerLoad& load) {
+  WorkerLoad out;
+  out.running_requests = load.running_requests();
+  out.waiting_requests = load.waiting_requests();
+  out.outstanding_tokens = load.outstanding_tokens();
+  out.available_slots = load.available_slots();
+  return out;
+}
+
+void ToProto(const WorkerLoad& load, pb::WorkerLoad* out) {
+  out->set_running_requests(load.running_requests);
+  out->set_waiting_requests(load.waiting_requests);
+  out->set_outstanding_tokens(load.outstanding_tokens);
+  out->set_available_slots(load.available_slots);
+}
+
+void ToProto(const std::vector<CopyOp>& ops,
+             google::protobuf::RepeatedPtrField<pb::CopyOp>* out) {
+  out->Reserve(static_cast<int>(ops.size()));
+  for (const CopyOp& op : ops) {
+    pb::CopyOp* o = out->Add();
+    o->set_src_page(op.src_page);
+    o->set_dst_page(op.dst_page);
+    o->set_num_tokens(op.num_tokens);
+  }
+}
+
+void ToProto(const std::vector<int64_t>& v,
+             google::protobuf::RepeatedField<int64_t>* out) {
+  out->Assign(v.begin(), v.end());
+}
+
+// ---- One function per state-changing RPC: proto in, core call, proto out.
+// Used both live and for journal replay, so both take the same path.
+
+absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
+                           int64_t now_ms, pb::RegisterResponse* resp) {
+  RegisterWorkerRequest r;
+  r.worker_id = req.worker_id();
+  r.address = req.address();
+  r.capacity_slots = req.capacity_slots();
+  r.page_size = req.page_size();
+  r.model = req.model();
+  r.epoch = req.epoch();
+  r.vocab_size = req.vocab_size();
+  r.metrics_address = req.metrics_address();
+  absl::StatusOr<RegisterWorkerResult> result = state.RegisterWorker(r, now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_epoch(result->epoch);
+  resp->set_lease_ttl_ms(result->lease_ttl_ms);
+  resp->set_heartbeat_timeout_ms(result->heartbeat_timeout_ms);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyHeartbeat(CacheState& state, const pb::HeartbeatRequest& req,
+                            int64_t now_ms, pb::HeartbeatResponse* resp) {
+  HeartbeatRequest r;
+  r.worker_id = req.worker_id();
+  r.epoch = req.epoch();
+  r.load = FromProto(req.load());
+  r.lease_ids.assign(req.lease_ids().begin(), req.lease_ids().end());
+  absl::StatusOr<HeartbeatResult> result = state.Heartbeat(r, now_ms);
+  if (!result.ok()) return result.status();
+  resp->mutable_lost_lease_ids()->Assign(result->lost_lease_ids.begin(),
+                                         result->lost_lease_ids.end());
+  return absl::OkStatus();
+}
+
+absl::Status ApplyDeregister(CacheState& state,
+                             const pb::DeregisterRequest& req, int64_t now_ms,
+                             pb::DeregisterResponse* resp) {
+  absl::StatusOr<DeregisterResult> result =
+      state.DeregisterWorker(req.worker_id(), req.epoch(), now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_released_leases(result->released_leases);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyAcquire(CacheState& state, const pb::AcquireRequest& req,
+                          int64_t now_ms, pb::AcquireResponse* resp) {
+  AcquireRequest r;
+  r.worker_id = req.worker_id();
+  r.epoch = req.epoch();
+  r.model = req.model();
+  r.cache_salt = req.cache_salt();
+  r.tokens = ToVector(req.tokens());
+  r.priority = req.priority();
+  r.reserve_tokens = req.reserve_tokens();
+  r.request_id = req.request_id();
+  r.disable_match = req.disable_match();
+  absl::StatusOr<AcquireResult> result = state.Acquire(r, now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_lease_id(result->lease_id);
+  resp->set_prefix_len(result->prefix_len);
+  ToProto(result->kv_indices, resp->mutable_kv_indices());
+  ToProto(result->copy_ops, resp->mutable_copy_ops());
+  resp->set_lease_ttl_ms(result->lease_ttl_ms);
+  resp->set_page_aligned_prefix_len(result->page_aligned_prefix_len);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyGrow(CacheState& state, const pb::GrowRequest& req,
+                       int64_t now_ms, pb::GrowResponse* resp) {
+  GrowRequest r;
+  r.lease_id = req.lease_id();
+  r.num_tokens = req.num_tokens();
+  absl::StatusOr<GrowResult> result = state.Grow(r, now_ms);
+  if (!result.ok()) return result.status();
+  ToProto(result->kv_indices, resp->mutable_kv_indices());
+  ToProto(result->copy_ops, resp->mutable_copy_ops());
+  resp->set_first_remapped_position(result->first_remapped_position);
+  ToProto(result->remapped_kv_indices, resp->mutable_remapped_kv_indices());
+  return absl::OkStatus();
+}
+
+absl::Status ApplyFork(CacheState& state, const pb::ForkRequest& req,
+                       int64_t now_ms, pb::ForkResponse* resp) {
+  ForkRequest r;
+  r.lease_id = req.lease_id();
+  r.num_children = req.num_children();
+  r.num_tokens = req.num_tokens();
+  absl::StatusOr<ForkResult> result = state.Fork(r, now_ms);
+  if (!result.ok()) return result.status();
+  for (const ForkedLease& child : result->children) {
+    pb::ForkResponse::Child* c = resp->add_children();
+    c->set_lease_id(child.lease_id);
+    ToProto(child.kv_indices, c->mutable_kv_indices());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyCommit(CacheState& state, const pb::CommitRequest& req,
+                         int64_t now_ms, pb::CommitResponse* resp) {
+  CommitRequest r;
+  r.lease_id = req.lease_id();
+  r.tokens = ToVector(req.tokens());
+  r.keep_lease = req.keep_lease();
+  absl::StatusOr<CommitResult> result = state.Commit(r, now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_inserted_tokens(result->inserted_tokens);
+  resp->set_freed_slots(result->freed_slots);
+  ToProto(result->kv_indices, resp->mutable_kv_indices());
+  return absl::OkStatus();
+}
+
+absl::Status ApplyRelease(CacheState& state, const pb::ReleaseRequest& req,
+                          int64_t now_ms, pb::ReleaseResponse* resp) {
+  absl::StatusOr<ReleaseResult> result = state.Release(req.lease_id(), now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_freed_slots(result->freed_slots);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyEvict(CacheState& state, const pb::EvictRequest& req,
+                        int64_t now_ms, pb::EvictResponse* resp) {
+  absl::StatusOr<EvictResult> result =
+      state.Evict(req.worker_id(), req.num_tokens(), now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_evicted_tokens(result->evicted_tokens);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyFlush(CacheState& state, const pb::FlushRequest& req,
+                        int64_t now_ms, pb::FlushResponse* resp) {
+  absl::StatusOr<FlushResult> result = state.Flush(req.worker_id(), now_ms);
+  if (!result.ok()) return result.status();
+  resp->set_evicted_tokens(result->evicted_tokens);
+  return absl::OkStatus();
+}
+
+// Expiry + dead-worker sweep at now_ms; returns {expired, dropped}.
+std::pair<int, int> ApplySweep(CacheState& state, int64_t now_ms) {
+  ExpireResult expired = state.ExpireLeases(now_ms);
+  DropResult dropped = state.DropDeadWorkers(now_ms);
+  return {static_cast<int>(expired.expired.size()),
+          static_cast<int>(dropped.dropped_worker_ids.size())};
+}
+
+template <typename Request, typename Response>
+absl::Status ReplayWith(CacheState& state, std::string_view payload,
+                        int64_t now_ms,
+                        absl::Status (*apply)(CacheState&, const Request&,
+                                              int64_t, Response*)) {
+  Request request;
+  if (!request.ParseFromArray(payload.data(),
+                              static_cast<int>(payload.size()))) {
+    return absl::DataLossError("undecodable journal entry");
+  }
+  Response response;
+  return apply(state, request, now_ms, &response);
+}
+
+}  // namespace
+
+CacheServiceImpl::CacheServiceImpl(CacheServiceOptions options,
+                                   std::unique_ptr<RedisJournal> journal,
+                                   std::shared_ptr<CacheMetrics> metrics)
+    : options_(std::move(options)),
+      journal_(std::move(journal)),
+      metrics_(std::move(metrics)),
+      state_(options_.cache) {}
+
+absl::StatusOr<std::unique_ptr<CacheServiceImpl>> CacheServiceImpl::Create(
+    CacheServiceOptions options, std::unique_ptr<RedisJournal> journal,
+    std::shared_ptr<CacheMetrics> metrics) {
+  if (!options.clock_ms) options.clock_ms = UnixMillis;
+  if (options.max_prompt_tokens < 1 ||
+      options.max_prompt_tokens > kMaxPromptTokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_prompt_tokens must be in [1, ", kMaxPromptTokens, "]"));
+  }
+  if (options.snapshot_every_ops < 1) {
+    return absl::InvalidArgumentError("snapshot_every_ops must be >= 1");
+  }
+  std::unique_ptr<CacheServiceImpl> service(new CacheServiceImpl(
+      std::move(options), std::move(journal), std::move(metrics)));
+  if (service->journal_ != nullptr) {
+    absl::MutexLock lock(&service->mu_);
+    absl::Status recovered = service->RecoverLocked();
+    if (!recovered.ok()) return recovered;
+  }
+  service->RefreshMetrics();
+  return service;
+}
+
+CacheServiceImpl::~CacheServiceImpl() {
+  stop_sweep_.Notify();
+  if (sweep_thread_.joinable()) sweep_thread_.join();
+  if (journal_ != nullptr) {
+    absl::Status flushed = journal_->Flush();
+    if (!flushed.ok()) {
+      spdlog::error("journal flush at shutdown: {}", flushed.ToString());
+    }
+  }
+}
+
+absl::Status CacheServiceImpl::RecoverLocked() {
+  absl::StatusOr<RedisJournal::Contents> contents = journal_->Load();
+  if (!contents.ok()) return contents.status();
+  CacheState fresh(options_.cache);
+  int64_t last_now = 0;
+  RecoveryReport report;
+  if (contents->snapshot.has_value()) {
+    std::string_view blob = *contents->snapshot;
+    if (blob.size() < kSnapshotMagic.size() + 8 ||
+        blob.substr(0, kSnapshotMagic.size()) != kSnapshotMagic) {
+      return absl::DataLossError("redis snapshot has an unknown format");
+    }
+    last_now = GetInt64(blob.substr(kSnapshotMagic.size(), 8));
+    absl::Status restored =
+        fresh.Restore(blob.substr(kSnapshotMagic.size() + 8));
+    if (!restored.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "cannot restore the redis snapshot: ", restored.ToString()));
+    }
+    report.had_snapshot = true;
+  }
+  state_ = std::move(fresh);
+  for (const std::string& entry : contents->entries) {
+    if (entry.size() < kEntryHeaderBytes) {
+      return absl::DataLossError("truncated journal entry");
+    }
+    JournalOp op = static_cast<JournalOp>(static_cast<uint8_t>(entry[0]));
+    int64_t now_ms = GetInt64(std::string_view(entry).substr(1, 8));
+    absl::Status replayed = ReplayLocked(
+        op, now_ms, std::string_view(entry).substr(kEntryHeaderBytes));
+    if (replayed.code() == absl::StatusCode::kDataLoss) return replayed;
+    if (!replayed.ok()) {
+      ++report.replay_errors;
+      spdlog::error("journal replay of op {} at {} ms failed: {}",
+                    static_cast<int>(op), now_ms, replayed.ToString());
+    }
+    ++report.replayed_entries;
+    last_now = std::max(last_now, now_ms);
+  }
+  last_now_ms_ = std::max(last_now_ms_, last_now);
+  last_now_ms_for_read_.store(last_now_ms_);
+  absl::Status invariants = state_.CheckInvariants();
+  if (!invariants.ok()) {
+    return absl::InternalError(
+        absl::StrCat("state recovered from redis violates invariants: ",
+                     invariants.ToString()));
+  }
+  recovery_ = report;
+  spdlog::info(
+      "recovered state from redis: snapshot={}, replayed {} journal entries "
+      "({} errors)",
+      report.had_snapshot, report.replayed_entries, report.replay_errors);
+  // Compact: the recovered state becomes the snapshot.
+  SnapshotLocked();
+  return journal_->Flush();
+}
+
+absl::Status CacheServiceImpl::ReplayLocked(JournalOp op, int64_t now_ms,
+                                            std::string_view payload) {
+  switch (op) {
+    case JournalOp::kRegister:
+      return ReplayWith(state_, payload, now_ms, &ApplyRegister);
+    case JournalOp::kHeartbeat:
+      return ReplayWith(state_, payload, now_ms, &ApplyHeartbeat);
+    case JournalOp::kDeregister:
+      return ReplayWith(state_, payload, now_ms, &ApplyDeregister);
+    case JournalOp::kAcquire:
+      return ReplayWith(state_, payload, now_ms, &ApplyAcquire);
+    case JournalOp::kGrow:
+      return ReplayWith(state_, payload, now_ms, &ApplyGrow);
+    case JournalOp::kFork:
+      return ReplayWith(state_, payload, now_ms, &ApplyFork);
+    case JournalOp::kCommit:
+      return ReplayWith(state_, payload, now_ms, &ApplyCommit);
+    case JournalOp::kRelease:
+      return ReplayWith(state_, payload, now_ms, &ApplyRelease);
+    case JournalOp::kEvict:
+      return ReplayWith(state_, payload, now_ms, &ApplyEvict);
+    case JournalOp::kFlush:
+      return ReplayWith(state_, payload, now_ms, &ApplyFlush);
+    case JournalOp::kSweep:
+      ApplySweep(state_, now_ms);
+      return absl::OkStatus();
+  }
+  return absl::DataLossError(
+      absl::StrCat("unknown journal op ", static_cast<int>(op)));
+}
+
+int64_t CacheServiceImpl::NowLocked() {
+  last_now_ms_ = std::max(last_now_ms_, options_.clock_ms());
+  last_now_ms_for_read_.store(last_now_ms_, std::memory_order_relaxed);
+  return last_now_ms_;
+}
+
+int64_t CacheServiceImpl::NowForRead() const {
+  return std::max(options_.clock_ms(),
+                  last_now_ms_for_read_.load(std::memory_order_relaxed));
+}
+
+absl::Status CacheServiceImpl::Available() const {
+  if (journal_broken_.load()) {
+    return absl::UnavailableError(
+        "the redis journal cannot be written; the service is rebuilding its "
+        "state from redis");
+  }
+  return absl::OkStatus();
+}
+
+void CacheServiceImpl::Finish(grpc::ServerUnaryReactor* reactor, CacheRpc rpc,
+                              absl::Time start, const absl::Status& status) {
+  if (metrics_ != nullptr) {
+    metrics_->ObserveRpc(rpc, status.code(),
+                         absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  reactor->Finish(ToGrpc(status));
+}
+
+void CacheServiceImpl::SnapshotLocked() {
+  std::string blob(kSnapshotMagic);
+  PutInt64(&blob, last_now_ms_);
+  blob += state_.Serialize();
+  journal_->AppendSnapshot(std::move(blob));
+  ops_since_snapshot_ = 0;
+}
+
+void CacheServiceImpl::JournalLocked(JournalOp op, int64_t now_ms,
+                                     std::string payload,
+                                     RedisJournal::DoneCallback done) {
+  std::string entry;
+  entry.reserve(kEntryHeaderBytes + payload.size());
+  entry.push_back(static_cast<char>(op));
+  PutInt64(&entry, now_ms);
+  entry += payload;
+  journal_->Append(std::move(entry), std::move(done));
+  if (++ops_since_snapshot_ >= options_.snapshot_every_ops) SnapshotLocked();
+}
+
+void CacheServiceImpl::CommitAndFinishLocked(
+    grpc::ServerUnaryReactor* reactor, CacheRpc rpc, absl::Time start,
+    JournalOp op, int64_t now_ms, const google::protobuf::Message& request) {
+  JournalLocked(op, now_ms, request.SerializeAsString(),
+                [this, reactor, rpc, start](const absl::Status& status) {
+                  if (status.ok()) {
+                    Finish(reactor, rpc, start, absl::OkStatus());
+                    return;
+                  }
+                  journal_broken_.store(true);
+                  Finish(reactor, rpc, start,
+                         absl::UnavailableError(absl::StrCat(
+                             "journal write failed: ", status.message())));
+                });
+}
+
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* CacheServiceImpl::HandleMutation(
+    grpc::CallbackServerContext* context, CacheRpc rpc, JournalOp op,
+    const Request* request, Response* response,
+    absl::Status (*apply)(CacheState&, const Request&, int64_t, Response*),
+    absl::Status validation) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status status = std::move(validation);
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = Available();
+    if (status.ok()) {
+      const int64_t now_ms = NowLocked();
+      status = apply(state_, *request, now_ms, response);
+      if (status.ok() && journal_ != nullptr) {
+        // Acknowledged by the journal's callback once durable.
+        CommitAndFinishLocked(reactor, rpc, start, op, now_ms, *request);
+        return reactor;
+      }
+    }
+  }
+  if (!status.ok()) response->Clear();
+  Finish(reactor, rpc, start, status);
+  return reactor;
+}
+
+absl::Status CacheServiceImpl::ValidateTokens(
+    const google::protobuf::RepeatedField<int32_t>& tokens) const {
+  if (tokens.empty()) return absl::InvalidArgumentError("tokens is empty");
+  if (tokens.size() > options_.max_prompt_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens has ", tokens.size(), " ids; at most ",
+                     options_.max_prompt_tokens, " (--max_prompt_tokens)"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Register(
+    grpc::CallbackServerContext* context, const pb::RegisterRequest* request,
+    pb::RegisterResponse* response) {
+  return HandleMutation(context, CacheRpc::kRegister, JournalOp::kRegister,
+                        request, response, &ApplyRegister, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Heartbeat(
+    grpc::CallbackServerContext* context, const pb::HeartbeatRequest* request,
+    pb::HeartbeatResponse* response) {
+  return HandleMutation(context, CacheRpc::kHeartbeat, JournalOp::kHeartbeat,
+                        request, response, &ApplyHeartbeat, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Deregister(
+    grpc::CallbackServerContext* context, const pb::DeregisterRequest* request,
+    pb::DeregisterResponse* response) {
+  return HandleMutation(context, CacheRpc::kDeregister, JournalOp::kDeregister,
+                        request, response, &ApplyDeregister, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Acquire(
+    grpc::CallbackServerContext* context, const pb::AcquireRequest* request,
+    pb::AcquireResponse* response) {
+  return HandleMutation(context, CacheRpc::kAcquire, JournalOp::kAcquire,
+                        request, response, &ApplyAcquire,
+                        ValidateTokens(request->tokens()));
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Grow(
+    grpc::CallbackServerContext* context, const pb::GrowRequest* request,
+    pb::GrowResponse* response) {
+  return HandleMutation(context, CacheRpc::kGrow, JournalOp::kGrow, request,
+                        response, &ApplyGrow, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Fork(
+    grpc::CallbackServerContext* context, const pb::ForkRequest* request,
+    pb::ForkResponse* response) {
+  return HandleMutation(context, CacheRpc::kFork, JournalOp::kFork, request,
+                        response, &ApplyFork, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Commit(
+    grpc::CallbackServerContext* context, const pb::CommitRequest* request,
+    pb::CommitResponse* response) {
+  return HandleMutation(context, CacheRpc::kCommit, JournalOp::kCommit, request,
+                        response, &ApplyCommit,
+                        request->tokens().empty()
+                            ? absl::InvalidArgumentError("tokens is empty")
+                            : absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Release(
+    grpc::CallbackServerContext* context, const pb::ReleaseRequest* request,
+    pb::ReleaseResponse* response) {
+  return HandleMutation(context, CacheRpc::kRelease, JournalOp::kRelease,
+                        request, response, &ApplyRelease, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Evict(
+    grpc::CallbackServerContext* context, const pb::EvictRequest* request,
+    pb::EvictResponse* response) {
+  return HandleMutation(context, CacheRpc::kEvict, JournalOp::kEvict, request,
+                        response, &ApplyEvict, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Flush(
+    grpc::CallbackServerContext* context, const pb::FlushRequest* request,
+    pb::FlushResponse* response) {
+  return HandleMutation(context, CacheRpc::kFlush, JournalOp::kFlush, request,
+                        response, &ApplyFlush, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Match(
+    grpc::CallbackServerContext* context, const pb::MatchRequest* request,
+    pb::MatchResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status status = ValidateTokens(request->tokens());
+  if (status.ok()) status = Available();
+  if (status.ok()) {
+    MatchRequest r;
+    r.model = request->model();
+    r.cache_salt = request->cache_salt();
+    r.tokens = ToVector(request->tokens());
+    absl::StatusOr<MatchResult> result;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      result = state_.Match(r, NowForRead());
+    }
+    status = result.status();
+    if (result.ok()) {
+      response->mutable_workers()->Reserve(
+          static_cast<int>(result->workers.size()));
+      for (const WorkerMatch& w : result->workers) {
+        pb::WorkerMatch* m = response->add_workers();
+        m->set_worker_id(w.worker_id);
+        m->set_address(w.address);
+        m->set_epoch(w.epoch);
+        m->set_matched_tokens(w.matched_tokens);
+        m->set_page_aligned_tokens(w.page_aligned_tokens);
+        ToProto(w.load, m->mutable_load());
+        m->set_heartbeat_age_ms(w.heartbeat_age_ms);
+      }
+    }
+  }
+  Finish(reactor, CacheRpc::kMatch, start, status);
+  return reactor;
+}
+
+void CacheServiceImpl::FillStats(const StatsResult& stats,
+                                 pb::StatsResponse* out) const {
+  out->set_persistence(persistence());
+  out->set_active_leases(stats.active_leases);
+  out->set_expired_leases_total(stats.expired_leases_total);
+  out->set_tree_nodes(stats.tree_nodes);
+  for (const WorkerStats& w : stats.workers) {
+    pb::WorkerCacheStats* s = out->add_workers();
+    s->set_worker_id(w.worker_id);
+    s->set_address(w.address);
+    s->set_epoch(w.epoch);
+    s->set_model(w.model);
+    s->set_page_size(w.page_size);
+    s->set_capacity_slots(w.capacity_slots);
+    s->set_free_slots(w.free_slots);
+    s->set_evictable_slots(w.evictable_slots);
+    s->set_protected_slots(w.protected_slots);
+    s->set_cached_tokens(w.cached_tokens);
+    s->set_active_leases(w.active_leases);
+    ToProto(w.load, s->mutable_load());
+    s->set_heartbeat_age_ms(w.heartbeat_age_ms);
+    s->set_prefix_query_tokens(w.prefix_query_tokens);
+    s->set_prefix_hit_tokens(w.prefix_hit_tokens);
+    s->set_evicted_tokens(w.evicted_tokens);
+    s->set_expired_leases(w.expired_leases);
+  }
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Stats(
+    grpc::CallbackServerContext* context, const pb::StatsRequest* request,
+    pb::StatsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status status = Available();
+  if (status.ok()) {
+    absl::StatusOr<StatsResult> result;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      result = state_.Stats(request->worker_id(), NowForRead());
+    }
+    status = result.status();
+    if (result.ok()) FillStats(*result, response);
+  }
+  Finish(reactor, CacheRpc::kStats, start, status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CacheServiceImpl::Dump(
+    grpc::CallbackServerContext* context, const pb::DumpRequest* request,
+    pb::DumpResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status status = Available();
+  if (status.ok()) {
+    std::string dump;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      dump = state_.CanonicalDump();
+    }
+    if (dump.size() > kMaxDumpBytes) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "canonical dump is ", dump.size(), " bytes, above the 64 MiB bound"));
+    } else {
+      *response->mutable_canonical() = std::move(dump);
+    }
+  }
+  Finish(reactor, CacheRpc::kDump, start, status);
+  return reactor;
+}
+
+void CacheServiceImpl::StartBackgroundSweep() {
+  if (sweep_thread_.joinable()) return;
+  sweep_thread_ = std::thread([this] {
+    while (
+        !stop_sweep_.WaitForNotificationWithTimeout(options_.sweep_interval)) {
+      SweepOnce();
+    }
+  });
+}
+
+int CacheServiceImpl::SweepOnce() {
+  if (journal_broken_.load()) RepairJournal();
+  int expired = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!journal_broken_.load()) {
+      const int64_t now_ms = NowLocked();
+      auto [num_expired, num_dropped] = ApplySweep(state_, now_ms);
+      expired = num_expired;
+      if (num_expired > 0 || num_dropped > 0) {
+        spdlog::info("sweep at {} ms: {} leases expired, {} workers dropped",
+                     now_ms, num_expired, num_dropped);
+        if (journal_ != nullptr) {
+          JournalLocked(JournalOp::kSweep, now_ms, "",
+                        [this](const absl::Status& status) {
+                          if (!status.ok()) journal_broken_.store(true);
+                        });
+        }
+      }
+    }
+  }
+  RefreshMetrics();
+  return expired;
+}
+
+void CacheServiceImpl::RepairJournal() {
+  absl::Status reconnected = journal_->Reconnect();
+  if (!reconnected.ok()) {
+    spdlog::warn("redis journal still unavailable: {}", reconnected.ToString());
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  absl::Status recovered = RecoverLocked();
+  if (!recovered.ok()) {
+    spdlog::error("rebuilding state from redis failed: {}",
+                  recovered.ToString());
+    return;
+  }
+  journal_broken_.store(false);
+  spdlog::info("redis journal repaired; state rebuilt from redis");
+}
+
+void CacheServiceImpl::RefreshMetrics() {
+  if (metrics_ == nullptr || journal_broken_.load()) return;
+  absl::StatusOr<StatsResult> result;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    result = state_.Stats("", NowForRead());
+  }
+  if (!result.ok()) return;
+  pb::StatsResponse stats;
+  FillStats(*result, &stats);
+  metrics_->UpdateFromStats(stats);
+}
+
+std::string CacheServiceImpl::CanonicalDumpForTest() {
+  absl::ReaderMutexLock lock(&mu_);
+  return state_.CanonicalDump();
+}
+
+absl::Status CacheServiceImpl::CheckInvariantsForTest() {
+  absl::ReaderMutexLock lock(&mu_);
+  return state_.CheckInvariants();
+}
+
+}  // namespace radixkv::cache_service

@@ -1,0 +1,247 @@
+// The gRPC CacheService (proto/radixkv/v1/cache_service.proto) over the
+// in-process core CacheState (cache_state.h), with crash safety through a
+// Redis write-ahead journal (redis_journal.h) and Prometheus metrics
+// (cache_metrics.h).
+//
+// Concurrency: one absl::Mutex around the CacheState; Match/Stats/Dump take
+// it shared, every other RPC exclusively. Handlers use gRPC's callback API,
+// so an RPC waiting for its journal write holds no thread.
+//
+// Write-ahead rule (Redis mode): a state-changing RPC is applied to the
+// CacheState under the mutex and its journal entry (RPC kind, the time used,
+// the serialized request) is queued in the same critical section, so the
+// journal order is the apply order. The RPC is acknowledged only after the
+// writer thread has pushed that entry to Redis (group commit: one pipelined
+// RPUSH per batch). Reads may observe a change whose journal write is still
+// in flight; the change itself is acknowledged only once durable.
+// Every --snapshot_every_ops journaled operations, CacheState::Serialize() is
+// queued as a snapshot that atomically replaces the journal (MULTI/EXEC).
+// Start-up: Restore(snapshot) + replay of the journal with the recorded
+// times (CacheState is deterministic in its inputs), CheckInvariants(), then
+// a fresh snapshot. If a journal write fails, the service answers
+// UNAVAILABLE to everything (the in-memory state may be ahead of Redis) until
+// the background sweep reconnects and rebuilds the state from Redis; so a
+// change answered with UNAVAILABLE is not applied, except when Redis stored
+// it but the reply was lost (it then survives, as after a crash).
+//
+// Lease expiry and dead-worker removal run in a background sweep
+// (ExpireLeases + DropDeadWorkers at the sweep's time), journaled like RPCs
+// when they change anything.
+#ifndef RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_
+#define RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "cache_service/cache_metrics.h"
+#include "cache_service/cache_state.h"
+#include "cache_service/redis_journal.h"
+#include "radixkv/v1/cache_service.grpc.pb.h"
+
+namespace radixkv::cache_service {
+
+// Kind of a journal entry (first byte of its encoding). Values are stored in
+// Redis: never renumber.
+enum class JournalOp : uint8_t {
+  kRegister = 1,
+  kHeartbeat = 2,
+  kDeregister = 3,
+  kAcquire = 4,
+  kGrow = 5,
+  kFork = 6,
+  kCommit = 7,
+  kRelease = 8,
+  kEvict = 9,
+  kFlush = 10,
+  kSweep = 11,  // ExpireLeases(now) then DropDeadWorkers(now); no payload
+};
+
+// Configuration of the service.
+struct CacheServiceOptions {
+  // Options of the core (lease TTL, heartbeat timeout, eviction policy).
+  CacheOptions cache;
+  // Longest prompt accepted by Match/Acquire, tokens, in [1, 1,048,576].
+  int64_t max_prompt_tokens = kMaxPromptTokens;
+  // Journaled operations between two snapshots (Redis mode), >= 1.
+  int64_t snapshot_every_ops = 10'000;
+  // Period of the background expiry/dead-worker sweep and metrics refresh.
+  absl::Duration sweep_interval = absl::Milliseconds(250);
+  // Milliseconds on a wall clock; default Unix time. Tests inject their own.
+  // The service never lets its time go backwards (it uses the max of this
+  // and the last time it used, recovered from the journal after a restart).
+  std::function<int64_t()> clock_ms;
+};
+
+// What start-up recovery found in Redis.
+struct RecoveryReport {
+  bool had_snapshot = false;
+  int64_t replayed_entries = 0;
+  // Entries whose replay returned an error (should be 0: only successful
+  // calls are journaled and the core is deterministic).
+  int64_t replay_errors = 0;
+};
+
+class CacheServiceImpl final
+    : public radixkv::v1::CacheService::CallbackService {
+ public:
+  // Builds the service. With a journal (Redis mode) the state is first
+  // rebuilt from it (see the file comment); `journal` null = in-memory mode.
+  // `metrics` may be null. Errors: UNAVAILABLE (Redis), DATA_LOSS /
+  // INVALID_ARGUMENT (undecodable snapshot or entries), INTERNAL (recovered
+  // state fails CheckInvariants).
+  static absl::StatusOr<std::unique_ptr<CacheServiceImpl>> Create(
+      CacheServiceOptions options, std::unique_ptr<RedisJournal> journal,
+      std::shared_ptr<CacheMetrics> metrics);
+
+  // Stops the sweep and flushes the journal.
+  ~CacheServiceImpl() override;
+
+  // "redis" or "memory" (Stats.persistence).
+  const char* persistence() const {
+    return journal_ != nullptr ? "redis" : "memory";
+  }
+  const RecoveryReport& recovery() const { return recovery_; }
+
+  // Starts the background sweep thread (every options.sweep_interval).
+  void StartBackgroundSweep();
+  // One sweep now: expire leases, drop dead workers (journaled), repair a
+  // failed journal, refresh metrics. Returns the number of leases expired.
+  int SweepOnce();
+
+  // Canonical dump and invariant check of the current state (tests).
+  std::string CanonicalDumpForTest();
+  absl::Status CheckInvariantsForTest();
+
+  // ---- radixkv.v1.CacheService ----
+  grpc::ServerUnaryReactor* Register(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::RegisterRequest* request,
+      radixkv::v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::HeartbeatRequest* request,
+      radixkv::v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Deregister(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::DeregisterRequest* request,
+      radixkv::v1::DeregisterResponse* response) override;
+  grpc::ServerUnaryReactor* Match(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::MatchRequest* request,
+      radixkv::v1::MatchResponse* response) override;
+  grpc::ServerUnaryReactor* Acquire(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::AcquireRequest* request,
+      radixkv::v1::AcquireResponse* response) override;
+  grpc::ServerUnaryReactor* Grow(grpc::CallbackServerContext* context,
+                                 const radixkv::v1::GrowRequest* request,
+                                 radixkv::v1::GrowResponse* response) override;
+  grpc::ServerUnaryReactor* Fork(grpc::CallbackServerContext* context,
+                                 const radixkv::v1::ForkRequest* request,
+                                 radixkv::v1::ForkResponse* response) override;
+  grpc::ServerUnaryReactor* Commit(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::CommitRequest* request,
+      radixkv::v1::CommitResponse* response) override;
+  grpc::ServerUnaryReactor* Release(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::ReleaseRequest* request,
+      radixkv::v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Evict(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::EvictRequest* request,
+      radixkv::v1::EvictResponse* response) override;
+  grpc::ServerUnaryReactor* Flush(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::FlushRequest* request,
+      radixkv::v1::FlushResponse* response) override;
+  grpc::ServerUnaryReactor* Stats(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::StatsRequest* request,
+      radixkv::v1::StatsResponse* response) override;
+  grpc::ServerUnaryReactor* Dump(grpc::CallbackServerContext* context,
+                                 const radixkv::v1::DumpRequest* request,
+                                 radixkv::v1::DumpResponse* response) override;
+
+ private:
+  CacheServiceImpl(CacheServiceOptions options,
+                   std::unique_ptr<RedisJournal> journal,
+                   std::shared_ptr<CacheMetrics> metrics);
+
+  // Rebuilds state_ from the journal's snapshot + entries.
+  absl::Status RecoverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies one decoded journal entry (replay). Returns the core's status.
+  absl::Status ReplayLocked(JournalOp op, int64_t now_ms,
+                            std::string_view payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Next time for a state change (monotonic).
+  int64_t NowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Time for a read-only call.
+  int64_t NowForRead() const;
+
+  // Finishes `reactor` after journaling (op, now_ms, request) when the
+  // service has a journal, or right away otherwise; records metrics.
+  // Called with mu_ held (keeps journal order == apply order).
+  void CommitAndFinishLocked(grpc::ServerUnaryReactor* reactor, CacheRpc rpc,
+                             absl::Time start, JournalOp op, int64_t now_ms,
+                             const google::protobuf::Message& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues an entry (and a snapshot when due). `done` gets the journal's
+  // verdict. Requires journal_.
+  void JournalLocked(JournalOp op, int64_t now_ms, std::string payload,
+                     RedisJournal::DoneCallback done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a state-changing RPC: `validation` (service-level checks), then
+  // `apply` under the mutex, then (Redis mode) the journal write before the
+  // acknowledgement. A failed call leaves the state unchanged.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* HandleMutation(
+      grpc::CallbackServerContext* context, CacheRpc rpc, JournalOp op,
+      const Request* request, Response* response,
+      absl::Status (*apply)(CacheState&, const Request&, int64_t, Response*),
+      absl::Status validation);
+  // Finishes with a status and records metrics.
+  void Finish(grpc::ServerUnaryReactor* reactor, CacheRpc rpc, absl::Time start,
+              const absl::Status& status);
+  // UNAVAILABLE while the journal is broken or the service stops.
+  absl::Status Available() const;
+  // Rebuilds from Redis after a journal failure (sweep thread).
+  void RepairJournal();
+  void RefreshMetrics();
+  void FillStats(const StatsResult& stats,
+                 radixkv::v1::StatsResponse* out) const;
+  absl::Status ValidateTokens(
+      const google::protobuf::RepeatedField<int32_t>& tokens) const;
+
+  const CacheServiceOptions options_;
+  const std::unique_ptr<RedisJournal> journal_;
+  const std::shared_ptr<CacheMetrics> metrics_;
+  RecoveryReport recovery_;
+
+  mutable absl::Mutex mu_;
+  CacheState state_ ABSL_GUARDED_BY(mu_);
+  int64_t last_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ops_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> last_now_ms_for_read_{0};
+
+  // Set by a failed journal write; cleared by RepairJournal().
+  std::atomic<bool> journal_broken_{false};
+
+  absl::Notification stop_sweep_;
+  std::thread sweep_thread_;
+};
+
+}  // namespace radixkv::cache_service
+
+#endif  // RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_

@@ -1,0 +1,739 @@
+// The gRPC CacheService in-process on a loopback port, exercised through the
+// generated C++ client: every RPC, every error path documented in
+// cache_service.proto (with the state unchanged, checked by Dump), lease
+// expiry and dead-worker removal by the sweep, metrics, and (with a real
+// redis-server) journal replay after a restart and the UNAVAILABLE path when
+// Redis goes away.
+#include "cache_service/cache_service_impl.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cache_service/cache_metrics.h"
+#include "cache_service/redis_server_process.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "process/process_lifecycle.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "radixkv/v1/cache_service.grpc.pb.h"
+
+namespace radixkv::cache_service {
+namespace {
+
+namespace pb = ::radixkv::v1;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr int64_t kStartMs = 1'000'000;
+constexpr int64_t kLeaseTtlMs = 5'000;
+constexpr int64_t kHeartbeatTimeoutMs = 20'000;
+constexpr int32_t kVocab = 1000;
+constexpr int64_t kMaxPrompt = 4096;
+
+std::vector<int32_t> Range(int32_t first, int32_t last) {  // [first, last]
+  std::vector<int32_t> v(last - first + 1);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+template <typename T>
+void SetTokens(T* msg, const std::vector<int32_t>& tokens) {
+  msg->mutable_tokens()->Assign(tokens.begin(), tokens.end());
+}
+
+class ServiceHarness {
+ public:
+  // journal null = memory mode.
+  explicit ServiceHarness(std::unique_ptr<RedisJournal> journal = nullptr,
+                          int64_t snapshot_every_ops = 10'000)
+      : registry_(std::make_shared<prometheus::Registry>()) {
+    CacheServiceOptions options;
+    options.cache.lease_ttl_ms = kLeaseTtlMs;
+    options.cache.heartbeat_timeout_ms = kHeartbeatTimeoutMs;
+    options.max_prompt_tokens = kMaxPrompt;
+    options.snapshot_every_ops = snapshot_every_ops;
+    options.clock_ms = [this] { return now_ms_.load(); };
+    metrics_ = std::make_shared<CacheMetrics>(
+        *registry_, journal != nullptr ? "redis" : "memory");
+    auto service =
+        CacheServiceImpl::Create(options, std::move(journal), metrics_);
+    EXPECT_TRUE(service.ok()) << service.status();
+    if (!service.ok()) return;
+    service_ = std::move(*service);
+    auto server = process::GrpcServer::Start("127.0.0.1:0", {service_.get()});
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = pb::CacheService::NewStub(channel_);
+  }
+  ~ServiceHarness() {
+    if (server_) server_->Shutdown(absl::Seconds(1));
+  }
+
+  bool ok() const { return stub_ != nullptr; }
+  pb::CacheService::Stub& stub() { return *stub_; }
+  CacheServiceImpl& service() { return *service_; }
+  void Advance(int64_t ms) { now_ms_ += ms; }
+
+  std::string Dump() {
+    grpc::ClientContext ctx;
+    pb::DumpResponse resp;
+    grpc::Status s = stub_->Dump(&ctx, pb::DumpRequest(), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.canonical();
+  }
+
+  pb::StatsResponse Stats(const std::string& worker = "") {
+    grpc::ClientContext ctx;
+    pb::StatsRequest req;
+    req.set_worker_id(worker);
+    pb::StatsResponse resp;
+    grpc::Status s = stub_->Stats(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  std::string Scrape() {
+    return prometheus::TextSerializer().Serialize(registry_->Collect());
+  }
+
+  grpc::Status Register(const std::string& id, int64_t capacity,
+                        int32_t page_size, int64_t epoch,
+                        const std::string& model = "m",
+                        pb::RegisterResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    pb::RegisterRequest req;
+    req.set_worker_id(id);
+    req.set_address(id + ":1234");
+    req.set_capacity_slots(capacity);
+    req.set_page_size(page_size);
+    req.set_model(model);
+    req.set_epoch(epoch);
+    req.set_vocab_size(kVocab);
+    pb::RegisterResponse resp;
+    grpc::Status s = stub_->Register(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  grpc::Status Acquire(const std::string& worker, int64_t epoch,
+                       const std::vector<int32_t>& tokens,
+                       pb::AcquireResponse* out, int32_t reserve = 0,
+                       const std::string& model = "m") {
+    grpc::ClientContext ctx;
+    pb::AcquireRequest req;
+    req.set_worker_id(worker);
+    req.set_epoch(epoch);
+    req.set_model(model);
+    SetTokens(&req, tokens);
+    req.set_reserve_tokens(reserve);
+    return stub_->Acquire(&ctx, req, out);
+  }
+
+  grpc::Status Commit(uint64_t lease, const std::vector<int32_t>& tokens,
+                      pb::CommitResponse* out = nullptr,
+                      bool keep_lease = false) {
+    grpc::ClientContext ctx;
+    pb::CommitRequest req;
+    req.set_lease_id(lease);
+    SetTokens(&req, tokens);
+    req.set_keep_lease(keep_lease);
+    pb::CommitResponse resp;
+    grpc::Status s = stub_->Commit(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  grpc::Status Release(uint64_t lease, pb::ReleaseResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    pb::ReleaseRequest req;
+    req.set_lease_id(lease);
+    pb::ReleaseResponse resp;
+    grpc::Status s = stub_->Release(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+  grpc::Status Match(const std::vector<int32_t>& tokens, pb::MatchResponse* out,
+                     const std::string& model = "m") {
+    grpc::ClientContext ctx;
+    pb::MatchRequest req;
+    req.set_model(model);
+    SetTokens(&req, tokens);
+    return stub_->Match(&ctx, req, out);
+  }
+
+  grpc::Status Grow(uint64_t lease, int32_t n, pb::GrowResponse* out) {
+    grpc::ClientContext ctx;
+    pb::GrowRequest req;
+    req.set_lease_id(lease);
+    req.set_num_tokens(n);
+    return stub_->Grow(&ctx, req, out);
+  }
+
+  grpc::Status Fork(uint64_t lease, int32_t children, int64_t n,
+                    pb::ForkResponse* out) {
+    grpc::ClientContext ctx;
+    pb::ForkRequest req;
+    req.set_lease_id(lease);
+    req.set_num_children(children);
+    req.set_num_tokens(n);
+    return stub_->Fork(&ctx, req, out);
+  }
+
+  grpc::Status Heartbeat(const std::string& worker, int64_t epoch,
+                         const std::vector<uint64_t>& leases,
+                         pb::HeartbeatResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    pb::HeartbeatRequest req;
+    req.set_worker_id(worker);
+    req.set_epoch(epoch);
+    req.mutable_load()->set_running_requests(3);
+    req.mutable_lease_ids()->Assign(leases.begin(), leases.end());
+    pb::HeartbeatResponse resp;
+    grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+    if (out != nullptr) *out = resp;
+    return s;
+  }
+
+ private:
+  std::atomic<int64_t> now_ms_{kStartMs};
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<CacheMetrics> metrics_;
+  std::unique_ptr<CacheServiceImpl> service_;
+  std::unique_ptr<process::GrpcServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::CacheService::Stub> stub_;
+};
+
+// Asserts that `call` fails with `code` and leaves the Dump unchanged.
+#define EXPECT_REJECTED_UNCHANGED(h, code, call)                       \
+  do {                                                                 \
+    const std::string before = (h).Dump();                             \
+    grpc::Status status = (call);                                      \
+    EXPECT_EQ(status.error_code(), (code)) << status.error_message();  \
+    EXPECT_FALSE(status.error_message().empty());                      \
+    EXPECT_EQ((h).Dump(), before) << "state changed by a failed call"; \
+  } while (0)
+
+void ExpectSlotsAddUp(const pb::StatsResponse& stats) {
+  for (const pb::WorkerCacheStats& w : stats.workers()) {
+    EXPECT_EQ(w.free_slots() + w.evictable_slots() + w.protected_slots(),
+              w.capacity_slots())
+        << w.worker_id();
+  }
+}
+
+class CacheServiceImplTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(h_.ok());
+    ASSERT_TRUE(h_.Register("w0", 64, 1, 1).ok());
+  }
+  ServiceHarness h_;
+};
+
+TEST_F(CacheServiceImplTest, RegisterReturnsConfigAndRejectsBadShapes) {
+  pb::RegisterResponse resp;
+  ASSERT_TRUE(h_.Register("w1", 128, 16, 7, "m", &resp).ok());
+  EXPECT_EQ(resp.epoch(), 7);
+  EXPECT_EQ(resp.lease_ttl_ms(), kLeaseTtlMs);
+  EXPECT_EQ(resp.heartbeat_timeout_ms(), kHeartbeatTimeoutMs);
+  // Same epoch, same shape: idempotent.
+  EXPECT_TRUE(h_.Register("w1", 128, 16, 7).ok());
+
+  const auto kInvalid = grpc::StatusCode::INVALID_ARGUMENT;
+  const auto kPrecondition = grpc::StatusCode::FAILED_PRECONDITION;
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("", 64, 1, 1));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Register(std::string(129, 'x'), 64, 1, 1));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 64, 1, 1, ""));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 64, 3, 1));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 100, 16, 1));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 8, 16, 1));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 0, 1, 1));
+  // Lower epoch; same epoch with another shape.
+  EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 128, 16, 6));
+  EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 256, 16, 7));
+  EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 128, 8, 7));
+  ExpectSlotsAddUp(h_.Stats());
+}
+
+TEST_F(CacheServiceImplTest, AcquireCommitReusesThePrefix) {
+  pb::AcquireResponse first;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 8), &first).ok());
+  EXPECT_EQ(first.prefix_len(), 0);
+  EXPECT_EQ(first.kv_indices_size(), 8);
+  EXPECT_EQ(first.lease_ttl_ms(), kLeaseTtlMs);
+  pb::StatsResponse stats = h_.Stats("w0");
+  ASSERT_EQ(stats.workers_size(), 1);
+  EXPECT_EQ(stats.workers(0).protected_slots(), 8);
+  EXPECT_EQ(stats.workers(0).free_slots(), 56);
+  EXPECT_EQ(stats.workers(0).active_leases(), 1);
+
+  pb::CommitResponse commit;
+  ASSERT_TRUE(h_.Commit(first.lease_id(), Range(1, 8), &commit).ok());
+  EXPECT_EQ(commit.inserted_tokens(), 8);
+  EXPECT_EQ(commit.freed_slots(), 0);
+  stats = h_.Stats("w0");
+  EXPECT_EQ(stats.workers(0).evictable_slots(), 8);
+  EXPECT_EQ(stats.workers(0).protected_slots(), 0);
+  EXPECT_EQ(stats.workers(0).cached_tokens(), 8);
+  EXPECT_EQ(stats.workers(0).active_leases(), 0);
+
+  // Second turn: everything but the new token is reused, same slots.
+  pb::AcquireResponse second;
+  std::vector<int32_t> turn2 = Range(1, 9);
+  ASSERT_TRUE(h_.Acquire("w0", 1, turn2, &second).ok());
+  EXPECT_EQ(second.prefix_len(), 8);
+  ASSERT_EQ(second.kv_indices_size(), 9);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(second.kv_indices(i), first.kv_indices(i)) << i;
+  }
+  // The same prompt again: one token is always left to compute.
+  pb::AcquireResponse third;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 8), &third).ok());
+  EXPECT_EQ(third.prefix_len(), 7);
+
+  // Match: read-only; reports the longest cached prefix per worker.
+  ASSERT_TRUE(h_.Register("w1", 128, 16, 1).ok());
+  const std::string before = h_.Dump();
+  pb::MatchResponse match;
+  ASSERT_TRUE(h_.Match(Range(1, 12), &match).ok());
+  ASSERT_EQ(match.workers_size(), 2);
+  EXPECT_EQ(match.workers(0).worker_id(), "w0");
+  EXPECT_EQ(match.workers(0).matched_tokens(), 8);
+  EXPECT_EQ(match.workers(0).address(), "w0:1234");
+  EXPECT_EQ(match.workers(1).worker_id(), "w1");
+  EXPECT_EQ(match.workers(1).matched_tokens(), 0);
+  EXPECT_EQ(h_.Dump(), before);
+
+  ASSERT_TRUE(h_.Release(second.lease_id()).ok());
+  ASSERT_TRUE(h_.Release(third.lease_id()).ok());
+  stats = h_.Stats();
+  EXPECT_EQ(stats.persistence(), "memory");
+  EXPECT_EQ(stats.active_leases(), 0);
+  ExpectSlotsAddUp(stats);
+  ASSERT_TRUE(h_.service().CheckInvariantsForTest().ok());
+}
+
+TEST_F(CacheServiceImplTest, BadTokensAreInvalidArgumentEverywhere) {
+  const auto kInvalid = grpc::StatusCode::INVALID_ARGUMENT;
+  pb::AcquireResponse acquire;
+  pb::MatchResponse match;
+  std::vector<int32_t> oversized(kMaxPrompt + 1, 5);
+  for (const std::vector<int32_t>& bad :
+       {std::vector<int32_t>{}, oversized, std::vector<int32_t>{1, 2, kVocab},
+        std::vector<int32_t>{1, -1, 2}}) {
+    EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Acquire("w0", 1, bad, &acquire));
+    EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Match(bad, &match));
+  }
+  // Reserve out of range.
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Acquire("w0", 1, {1, 2}, &acquire, 65537));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Acquire("w0", 1, {1, 2}, &acquire, -1));
+}
+
+TEST_F(CacheServiceImplTest, AcquireErrorPaths) {
+  pb::AcquireResponse resp;
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Acquire("nobody", 1, {1, 2}, &resp));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
+                            h_.Acquire("w0", 2, {1, 2}, &resp));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
+                            h_.Acquire("w0", 1, {1, 2}, &resp, 0, "other"));
+  // Capacity is 64 slots: 65 tokens can never fit.
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            h_.Acquire("w0", 1, Range(1, 65), &resp));
+  // 40 locked slots leave 24: a 30-token prompt does not fit even after
+  // eviction (nothing is unlocked), and nothing changes.
+  pb::AcquireResponse held;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(100, 139), &held).ok());
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            h_.Acquire("w0", 1, Range(200, 229), &resp));
+  // After commit the 40 tokens are evictable: the same call now evicts.
+  ASSERT_TRUE(h_.Commit(held.lease_id(), Range(100, 139)).ok());
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(200, 229), &resp).ok());
+  pb::StatsResponse stats = h_.Stats("w0");
+  EXPECT_GE(stats.workers(0).evicted_tokens(), 6);
+  ExpectSlotsAddUp(stats);
+}
+
+TEST_F(CacheServiceImplTest, GrowForkErrorPathsAndValues) {
+  pb::AcquireResponse lease;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &lease).ok());
+  pb::GrowResponse grow;
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Grow(999999, 4, &grow));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Grow(lease.lease_id(), 0, &grow));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Grow(lease.lease_id(), 65537, &grow));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            h_.Grow(lease.lease_id(), 60, &grow));
+  ASSERT_TRUE(h_.Grow(lease.lease_id(), 4, &grow).ok());
+  // page_size 1: rounded up to the 16-slot chunk.
+  EXPECT_EQ(grow.kv_indices_size(), 16);
+  EXPECT_EQ(grow.first_remapped_position(), -1);
+
+  pb::ForkResponse fork;
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Fork(999999, 2, 5, &fork));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Fork(lease.lease_id(), 0, 5, &fork));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Fork(lease.lease_id(), 65, 5, &fork));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Fork(lease.lease_id(), 2, 0, &fork));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Fork(lease.lease_id(), 2, 27, &fork));
+  ASSERT_TRUE(h_.Fork(lease.lease_id(), 2, 10, &fork).ok());
+  ASSERT_EQ(fork.children_size(), 2);
+  EXPECT_NE(fork.children(0).lease_id(), fork.children(1).lease_id());
+  for (const auto& child : fork.children()) {
+    ASSERT_EQ(child.kv_indices_size(), 10);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_EQ(child.kv_indices(i), lease.kv_indices(i));
+    }
+  }
+  EXPECT_EQ(h_.Stats().active_leases(), 3);
+  ExpectSlotsAddUp(h_.Stats());
+  ASSERT_TRUE(h_.service().CheckInvariantsForTest().ok());
+}
+
+TEST_F(CacheServiceImplTest, CommitAndReleaseErrorPaths) {
+  pb::AcquireResponse lease;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &lease, 4).ok());
+  ASSERT_EQ(lease.kv_indices_size(), 14);
+  const auto kInvalid = grpc::StatusCode::INVALID_ARGUMENT;
+  // Does not extend the prompt (shorter, different token).
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Commit(lease.lease_id(), Range(1, 9)));
+  std::vector<int32_t> different = Range(1, 10);
+  different[3] = 77;
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Commit(lease.lease_id(), different));
+  // Longer than the lease's slots (14).
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Commit(lease.lease_id(), Range(1, 15)));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Commit(lease.lease_id(), {}));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Commit(424242, Range(1, 10)));
+
+  pb::CommitResponse commit;
+  ASSERT_TRUE(h_.Commit(lease.lease_id(), Range(1, 12), &commit).ok());
+  EXPECT_EQ(commit.inserted_tokens(), 12);
+  EXPECT_EQ(commit.freed_slots(), 2);  // unused reserve
+  // Double Commit / Release after Commit.
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Commit(lease.lease_id(), Range(1, 12)));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Release(lease.lease_id()));
+
+  pb::AcquireResponse other;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(500, 505), &other).ok());
+  pb::ReleaseResponse release;
+  ASSERT_TRUE(h_.Release(other.lease_id(), &release).ok());
+  EXPECT_EQ(release.freed_slots(), 6);
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Release(other.lease_id()));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Commit(other.lease_id(), Range(500, 505)));
+  ExpectSlotsAddUp(h_.Stats());
+}
+
+TEST_F(CacheServiceImplTest, KeepLeaseCommitReturnsTheRemappedTable) {
+  pb::AcquireResponse lease;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 6), &lease, 2).ok());
+  pb::CommitResponse commit;
+  ASSERT_TRUE(h_.Commit(lease.lease_id(), Range(1, 7), &commit, true).ok());
+  EXPECT_EQ(commit.inserted_tokens(), 7);
+  ASSERT_EQ(commit.kv_indices_size(), 8);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(commit.kv_indices(i), lease.kv_indices(i));
+  EXPECT_EQ(h_.Stats().active_leases(), 1);
+  // The lease continues: its prompt is now [1..7].
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Commit(lease.lease_id(), Range(1, 6)));
+  ASSERT_TRUE(h_.Commit(lease.lease_id(), Range(1, 8)).ok());
+  EXPECT_EQ(h_.Stats().active_leases(), 0);
+}
+
+TEST_F(CacheServiceImplTest, HeartbeatDeregisterEvictFlushStats) {
+  pb::AcquireResponse lease;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &lease).ok());
+  pb::HeartbeatResponse hb;
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Heartbeat("nobody", 1, {}));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
+                            h_.Heartbeat("w0", 0, {}));
+  ASSERT_TRUE(h_.Heartbeat("w0", 1, {lease.lease_id(), 777}, &hb).ok());
+  EXPECT_THAT(hb.lost_lease_ids(), ElementsAre(777));
+  EXPECT_EQ(h_.Stats("w0").workers(0).load().running_requests(), 3);
+
+  ASSERT_TRUE(h_.Commit(lease.lease_id(), Range(1, 10)).ok());
+  pb::AcquireResponse other;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(20, 29), &other).ok());
+  ASSERT_TRUE(h_.Commit(other.lease_id(), Range(20, 29)).ok());
+
+  {
+    grpc::ClientContext ctx;
+    pb::EvictRequest req;
+    req.set_worker_id("nobody");
+    req.set_num_tokens(4);
+    pb::EvictResponse resp;
+    EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                              h_.stub().Evict(&ctx, req, &resp));
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::EvictRequest req;
+    req.set_worker_id("w0");
+    req.set_num_tokens(0);
+    pb::EvictResponse resp;
+    EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                              h_.stub().Evict(&ctx, req, &resp));
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::EvictRequest req;
+    req.set_worker_id("w0");
+    req.set_num_tokens(4);
+    pb::EvictResponse resp;
+    ASSERT_TRUE(h_.stub().Evict(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.evicted_tokens(), 10);  // one whole leaf (LRU: [1..10])
+  }
+  EXPECT_EQ(h_.Stats("w0").workers(0).cached_tokens(), 10);
+  {
+    grpc::ClientContext ctx;
+    pb::FlushRequest req;
+    req.set_worker_id("nobody");
+    pb::FlushResponse resp;
+    EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                              h_.stub().Flush(&ctx, req, &resp));
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::FlushResponse resp;
+    ASSERT_TRUE(h_.stub().Flush(&ctx, pb::FlushRequest(), &resp).ok());
+    EXPECT_EQ(resp.evicted_tokens(), 10);
+  }
+  pb::StatsResponse stats = h_.Stats("w0");
+  EXPECT_EQ(stats.workers(0).free_slots(), 64);
+  EXPECT_EQ(stats.workers(0).evicted_tokens(), 20);
+  EXPECT_EQ(stats.workers(0).prefix_query_tokens(), 20);
+  {
+    grpc::ClientContext ctx;
+    pb::StatsRequest req;
+    req.set_worker_id("nobody");
+    pb::StatsResponse resp;
+    EXPECT_EQ(h_.stub().Stats(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+
+  // Deregister: unknown, stale epoch, then the real one.
+  auto deregister = [&](const std::string& id, int64_t epoch,
+                        pb::DeregisterResponse* resp) {
+    grpc::ClientContext ctx;
+    pb::DeregisterRequest req;
+    req.set_worker_id(id);
+    req.set_epoch(epoch);
+    return h_.stub().Deregister(&ctx, req, resp);
+  };
+  pb::DeregisterResponse dereg;
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            deregister("nobody", 1, &dereg));
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
+                            deregister("w0", 5, &dereg));
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 5), &lease).ok());
+  ASSERT_TRUE(deregister("w0", 1, &dereg).ok());
+  EXPECT_EQ(dereg.released_leases(), 1);
+  EXPECT_THAT(h_.Stats().workers(), IsEmpty());
+  EXPECT_EQ(h_.Release(lease.lease_id()).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(CacheServiceImplTest, NewEpochWipesResidencyAndLeases) {
+  pb::AcquireResponse lease;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &lease).ok());
+  pb::AcquireResponse held;
+  ASSERT_TRUE(h_.Commit(lease.lease_id(), Range(1, 10)).ok());
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 12), &held).ok());
+  ASSERT_TRUE(h_.Register("w0", 64, 1, 2).ok());
+  pb::StatsResponse stats = h_.Stats("w0");
+  EXPECT_EQ(stats.workers(0).epoch(), 2);
+  EXPECT_EQ(stats.workers(0).free_slots(), 64);
+  EXPECT_EQ(stats.workers(0).cached_tokens(), 0);
+  EXPECT_EQ(h_.Commit(held.lease_id(), Range(1, 12)).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  pb::MatchResponse match;
+  ASSERT_TRUE(h_.Match(Range(1, 10), &match).ok());
+  EXPECT_EQ(match.workers(0).matched_tokens(), 0);
+}
+
+TEST_F(CacheServiceImplTest, SweepExpiresLeasesAndDropsDeadWorkers) {
+  pb::AcquireResponse a, b;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &a).ok());
+  h_.Advance(kLeaseTtlMs / 2);
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(11, 20), &b).ok());
+  h_.Advance(kLeaseTtlMs / 2);  // a's TTL is over, b's is not
+  EXPECT_EQ(h_.service().SweepOnce(), 1);
+  EXPECT_EQ(h_.Commit(a.lease_id(), Range(1, 10)).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  pb::StatsResponse stats = h_.Stats();
+  EXPECT_EQ(stats.expired_leases_total(), 1);
+  EXPECT_EQ(stats.workers(0).expired_leases(), 1);
+  EXPECT_EQ(stats.active_leases(), 1);
+  ExpectSlotsAddUp(stats);
+  std::string text = h_.Scrape();
+  EXPECT_NE(text.find("radixkv_cache_expired_leases_total 1"),
+            std::string::npos)
+      << text;
+  // A heartbeat listing b renews it past its original expiry.
+  h_.Advance(kLeaseTtlMs / 2 - 10);
+  ASSERT_TRUE(h_.Heartbeat("w0", 1, {b.lease_id()}).ok());
+  h_.Advance(kLeaseTtlMs / 2 + 20);
+  EXPECT_EQ(h_.service().SweepOnce(), 0);
+  ASSERT_TRUE(h_.Commit(b.lease_id(), Range(11, 20)).ok());
+  // No heartbeat for longer than the timeout: the worker is dropped.
+  h_.Advance(kHeartbeatTimeoutMs + 1);
+  h_.service().SweepOnce();
+  EXPECT_THAT(h_.Stats().workers(), IsEmpty());
+}
+
+TEST_F(CacheServiceImplTest, MetricsFollowTheState) {
+  pb::AcquireResponse a;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &a).ok());
+  ASSERT_TRUE(h_.Commit(a.lease_id(), Range(1, 10)).ok());
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 12), &a).ok());
+  h_.service().SweepOnce();  // refreshes the per-worker series
+  std::string text = h_.Scrape();
+  EXPECT_NE(
+      text.find("radixkv_cache_prefix_query_tokens_total{worker=\"w0\"} 22"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("radixkv_cache_prefix_hit_tokens_total{worker=\"w0\"} 10"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find("radixkv_cache_slots{state=\"protected\",worker=\"w0\"} 12"),
+      std::string::npos);
+  EXPECT_NE(text.find("radixkv_cache_slots{state=\"free\",worker=\"w0\"} 52"),
+            std::string::npos);
+  EXPECT_NE(text.find("radixkv_cache_active_leases{worker=\"w0\"} 1"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("radixkv_cache_rpc_latency_seconds_count{rpc=\"Acquire\"} 2"),
+      std::string::npos);
+  EXPECT_NE(text.find("radixkv_cache_persistence{mode=\"memory\"} 1"),
+            std::string::npos);
+}
+
+// ---- Redis mode (a real redis-server started by the test) ----
+
+std::string TempDir(const std::string& name) {
+  const char* base = getenv("TEST_TMPDIR");
+  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_",
+                      getpid());
+}
+
+std::unique_ptr<RedisJournal> OpenJournal(int port) {
+  RedisJournalOptions options;
+  options.port = port;
+  options.key_prefix = "test:cache";
+  options.io_timeout = absl::Milliseconds(500);
+  auto journal = RedisJournal::Open(options);
+  EXPECT_TRUE(journal.ok()) << journal.status();
+  return journal.ok() ? std::move(*journal) : nullptr;
+}
+
+TEST(CacheServiceRedisTest, RestartReplaysSnapshotAndJournal) {
+  auto redis = RedisServerProcess::Start(TempDir("replay"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  std::string dump;
+  uint64_t open_lease = 0;
+  {
+    // Snapshot every 5 ops: the restart sees a snapshot plus a journal tail.
+    ServiceHarness h(OpenJournal((*redis)->port()), 5);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h.Stats().persistence(), "redis");
+    ASSERT_TRUE(h.Register("w0", 256, 16, 1).ok());
+    ASSERT_TRUE(h.Register("w1", 128, 1, 1).ok());
+    for (int i = 0; i < 6; ++i) {
+      pb::AcquireResponse a;
+      std::vector<int32_t> prompt = Range(1, 20 + i);
+      ASSERT_TRUE(h.Acquire(i % 2 ? "w1" : "w0", 1, prompt, &a, 3).ok());
+      ASSERT_TRUE(h.Commit(a.lease_id(), prompt).ok());
+      h.Advance(7);
+    }
+    pb::AcquireResponse held;
+    ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 40), &held).ok());
+    open_lease = held.lease_id();
+    pb::GrowResponse grow;
+    ASSERT_TRUE(h.Grow(open_lease, 5, &grow).ok());
+    dump = h.Dump();
+  }
+  {
+    ServiceHarness h(OpenJournal((*redis)->port()), 5);
+    ASSERT_TRUE(h.ok());
+    EXPECT_TRUE(h.service().recovery().had_snapshot);
+    EXPECT_EQ(h.service().recovery().replay_errors, 0);
+    EXPECT_EQ(h.Dump(), dump);
+    ASSERT_TRUE(h.service().CheckInvariantsForTest().ok());
+    // The acknowledged lease is still valid and can be committed.
+    pb::HeartbeatResponse hb;
+    ASSERT_TRUE(h.Heartbeat("w0", 1, {open_lease}, &hb).ok());
+    EXPECT_THAT(hb.lost_lease_ids(), IsEmpty());
+    ASSERT_TRUE(h.Commit(open_lease, Range(1, 41)).ok());
+  }
+}
+
+TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
+  const std::string dir = TempDir("lost");
+  auto redis = RedisServerProcess::Start(dir);
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const int port = (*redis)->port();
+  ServiceHarness h(OpenJournal(port));
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h.Register("w0", 64, 1, 1).ok());
+  pb::AcquireResponse a;
+  ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 5), &a).ok());
+  const std::string acknowledged = h.Dump();
+  redis->reset();  // SIGKILL redis-server
+  EXPECT_EQ(h.Acquire("w0", 1, Range(1, 6), &a).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(h.Acquire("w0", 1, Range(1, 7), &a).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  {
+    grpc::ClientContext ctx;
+    pb::StatsResponse stats;
+    EXPECT_EQ(h.stub().Stats(&ctx, pb::StatsRequest(), &stats).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  // Repair fails while Redis is down; the service stays UNAVAILABLE.
+  h.service().SweepOnce();
+  EXPECT_EQ(h.Acquire("w0", 1, Range(1, 5), &a).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // Redis comes back (same port, same appendonly file): the sweep rebuilds
+  // the state from it; the unacknowledged Acquire is not applied.
+  auto again = RedisServerProcess::Start(dir, port);
+  ASSERT_TRUE(again.ok()) << again.status();
+  h.service().SweepOnce();
+  EXPECT_EQ(h.Dump(), acknowledged);
+  ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 6), &a).ok());
+  ExpectSlotsAddUp(h.Stats());
+}
+
+}  // namespace
+}  // namespace radixkv::cache_service
