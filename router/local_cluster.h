@@ -1,0 +1,146 @@
+// LocalCluster: a whole radixkv deployment as child processes on loopback,
+// for the main job (local_cluster_main.cc) and the end-to-end tests:
+// redis-server (private port and data dir), the cache service journaling to
+// it, N CPU workers with the embedded model, and the router. Start() waits
+// until every process answers grpc.health.v1 and every worker is registered
+// with the cache service; Stop() (and the destructor) SIGTERMs everything in
+// reverse order, SIGKILLing what does not exit within the grace period.
+//
+// Children get PR_SET_PDEATHSIG(SIGKILL): call Start() and the Restart*/Kill*
+// methods from a thread that outlives the cluster (e.g. main), since the
+// signal fires when the spawning thread exits.
+#ifndef RADIXKV_ROUTER_LOCAL_CLUSTER_H_
+#define RADIXKV_ROUTER_LOCAL_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace radixkv::router {
+
+// One child process with its output in a log file.
+class ChildProcess {
+ public:
+  // fork + exec of argv[0] (an absolute or relative path), stdout and
+  // stderr appended to `log_path`, signal mask and dispositions reset.
+  // UNAVAILABLE when the binary cannot be started.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
+      const std::string& name, const std::vector<std::string>& argv,
+      const std::string& log_path);
+  // Stop(absl::Seconds(10)) unless already stopped.
+  ~ChildProcess();
+
+  // SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status as
+  // waitpid gives it (or -1 when it had already been reaped).
+  int Stop(absl::Duration grace);
+  // Sends `signal` and reaps the process (kill -9 for fault tests).
+  void Kill(int signal);
+  // True while the process has not exited.
+  bool Running();
+  // Waits up to `timeout` for the process to exit; its wait status, or
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+
+  pid_t pid() const { return pid_; }
+  const std::string& name() const { return name_; }
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  ChildProcess() = default;
+  std::string name_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int wait_status_ = -1;
+};
+
+// True when `address` answers grpc.health.v1 Check("") with SERVING.
+bool HealthServing(const std::string& address, absl::Duration timeout);
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int PickFreePort();
+
+struct LocalClusterOptions {
+  // Directory holding cache_service/cache_service, worker/worker and
+  // router/router (bazel-bin). Empty: two levels above this executable's
+  // real path (bazel-bin/router/x -> bazel-bin).
+  std::string bin_dir;
+  // The worker's checkpoint directory (also the router's tokenizer).
+  std::string model_dir;
+  // Logs, redis data; created if missing.
+  std::string run_dir;
+  std::string redis_server = "/usr/bin/redis-server";
+  // false: the cache service runs in memory (no --redis).
+  bool use_redis = true;
+  int num_workers = 2;
+  // Ports: 0 = free ports picked at start. Otherwise consecutive from
+  // base_port: redis, cache service, router, router metrics, workers...
+  int base_port = 0;
+  std::string policy = "cache_aware";
+  // Extra flags per process.
+  std::vector<std::string> cache_service_args;
+  std::vector<std::string> worker_args;
+  std::vector<std::string> router_args;
+  // How long Start() waits for health and registration.
+  absl::Duration start_timeout = absl::Seconds(90);
+};
+
+class LocalCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(
+      LocalClusterOptions options);
+  ~LocalCluster();
+
+  // Stops every process (router, workers, cache service, redis). Idempotent.
+  void Stop();
+
+  std::string router_address() const;
+  std::string router_metrics_address() const;
+  std::string cache_service_address() const;
+  std::string redis_address() const;
+  std::string worker_address(int i) const;
+  std::string worker_id(int i) const;
+  int num_workers() const { return options_.num_workers; }
+  const std::string& run_dir() const { return options_.run_dir; }
+  const LocalClusterOptions& options() const { return options_; }
+
+  // kill -<signal> worker i (default kill -9), reaped.
+  void KillWorker(int i, int signal = 9);
+  // Starts worker i again (same id and port; it registers a new epoch) and
+  // waits for health and registration.
+  absl::Status RestartWorker(int i);
+  // Kills the cache service (SIGKILL when `crash`, else SIGTERM) and starts
+  // it again on the same port and Redis; waits for health and for every live
+  // worker to be registered again.
+  absl::Status RestartCacheService(bool crash);
+  // Waits until the cache service lists exactly `n` workers.
+  absl::Status WaitForRegisteredWorkers(int n, absl::Duration timeout);
+
+ private:
+  explicit LocalCluster(LocalClusterOptions options)
+      : options_(std::move(options)) {}
+  absl::Status StartRedis();
+  absl::Status StartCacheService();
+  absl::Status StartWorker(int i);
+  absl::Status StartRouter();
+  absl::Status WaitHealthy(ChildProcess* process, const std::string& address);
+  std::string Bin(const std::string& name) const;
+
+  LocalClusterOptions options_;
+  int redis_port_ = 0, cache_port_ = 0, router_port_ = 0,
+      router_metrics_port_ = 0;
+  std::vector<int> worker_ports_;
+  std::unique_ptr<ChildProcess> redis_, cache_service_, router_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+  int cache_service_starts_ = 0;
+};
+
+}  // namespace radixkv::router
+
+#endif  // RADIXKV_ROUTER_LOCAL_CLUSTER_H_
