@@ -1,34 +1,244 @@
-// radixkv worker: paged KV pool, model executor and continuous batching on one device.
+// radixkv worker: paged KV pool, model executor and continuous batching on one
+// device. Serves the Worker gRPC service (Generate, Abort, GetStats) plus
+// grpc.health.v1, registers with the cache service (--cache_service) under a
+// fresh epoch, and on SIGTERM drains (stops admitting, finishes or aborts
+// running requests, deregisters) before exiting.
+//
+// Without --cache_service the worker starts and answers health, but every
+// Generate fails with UNAVAILABLE: KV memory is only ever allocated by the
+// cache service, never by a hidden embedded substitute.
+#include <unistd.h>
+
+#include <climits>
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "process/process_lifecycle.h"
+#include "prometheus/registry.h"
 #include "spdlog/spdlog.h"
+#include "worker/cache_client.h"
+#include "worker/model/llama_model.h"
+#include "worker/model/tokenizer.h"
+#include "worker/scheduler.h"
+#include "worker/worker_metrics.h"
+#include "worker/worker_service.h"
 
 ABSL_FLAG(int, grpc_port, 50061, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9102, "Prometheus /metrics port; 0 = disabled.");
+ABSL_FLAG(std::string, worker_id, "",
+          "Worker id registered with the cache service (1..128 bytes, e.g. "
+          "the pod name); empty = <hostname>-<grpc port>.");
+ABSL_FLAG(std::string, advertise_address, "",
+          "host:port routers dial to reach this worker (in Kubernetes the pod "
+          "IP); empty = 127.0.0.1:<bound gRPC port>.");
+ABSL_FLAG(std::string, cache_service, "",
+          "host:port of the cache service. Empty: the worker serves health "
+          "but every Generate fails with UNAVAILABLE.");
+ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
+          "Hugging Face checkpoint directory (config.json, *.safetensors, "
+          "tokenizer.model); absolute, or relative to the working directory "
+          "or the Bazel runfiles.");
+ABSL_FLAG(std::string, model_name, "",
+          "Model name clients and the cache service use; empty = the "
+          "basename of --model_dir.");
+ABSL_FLAG(std::string, device, "cpu", "Compute device: cpu.");
+ABSL_FLAG(int, page_size, 16,
+          "KV tokens per page: one of 1, 8, 16, 32, 64, 128.");
+ABSL_FLAG(int64_t, kv_capacity_tokens, 0,
+          "KV pool size in tokens (slots); 0 = size from --kv_memory_bytes.");
+ABSL_FLAG(int64_t, kv_memory_bytes, 0,
+          "KV pool budget in bytes (K and V, all layers); 0 with "
+          "--kv_capacity_tokens 0 = 256 MiB.");
+ABSL_FLAG(std::string, kv_layout, "bshd", "KV layout: bshd, bhsd or vllm.");
+ABSL_FLAG(std::string, kv_dtype, "f32", "KV storage dtype: f32, bf16, f16.");
+ABSL_FLAG(int, max_running_requests, 32, "Sequences in the running batch.");
+ABSL_FLAG(int, max_waiting_requests, 1024,
+          "Requests queued for memory; beyond: RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_prefill_tokens, 512,
+          "Per-step budget of prefill tokens (chunked prefill).");
+ABSL_FLAG(int, grow_tokens, 0, "Slots per lease Grow; 0 = max(page_size, 32).");
+ABSL_FLAG(int, decode_partition_size, 0,
+          "Paged decode: 0 = v1 (one pass), > 0 = v2 split-KV partition "
+          "size in tokens.");
+ABSL_FLAG(int, threads, 2, "CPU threads for GEMMs and attention.");
+ABSL_FLAG(int, cache_rpc_timeout_ms, 5000,
+          "Deadline of each cache service RPC, ms.");
+ABSL_FLAG(int, drain_timeout_s, 30,
+          "On SIGTERM: seconds running requests may take to finish before "
+          "they are aborted.");
 
 namespace {
 
-absl::Status ValidateFlags() {
-  int port = absl::GetFlag(FLAGS_grpc_port);
+namespace process = radixkv::process;
+namespace worker = radixkv::worker;
+
+absl::Status ValidatePort(const char* name, int port) {
   if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError("--grpc_port must be in [0, 65535]");
-  }
-  int metrics = absl::GetFlag(FLAGS_metrics_port);
-  if (metrics < 0 || metrics > 65535) {
-    return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " must be in [0, 65535], got ", port));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateHostPort(const char* name, const std::string& value) {
+  if (value.empty()) return absl::OkStatus();
+  const size_t colon = value.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " must be host:port, got '", value, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<worker::KvLayout> ParseLayout(const std::string& s) {
+  if (s == "bshd") return worker::KvLayout::kBSHD;
+  if (s == "bhsd") return worker::KvLayout::kBHSD;
+  if (s == "vllm") return worker::KvLayout::kVllm;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--kv_layout must be bshd, bhsd or vllm, got '", s, "'"));
+}
+
+absl::StatusOr<worker::DType> ParseDType(const std::string& s) {
+  if (s == "f32") return worker::DType::kF32;
+  if (s == "bf16") return worker::DType::kBF16;
+  if (s == "f16") return worker::DType::kF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--kv_dtype must be f32, bf16 or f16, got '", s, "'"));
+}
+
+absl::Status ValidateFlags() {
+  if (auto s = ValidatePort("grpc_port", absl::GetFlag(FLAGS_grpc_port));
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ValidatePort("metrics_port", absl::GetFlag(FLAGS_metrics_port));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::GetFlag(FLAGS_worker_id).size() > 128) {
+    return absl::InvalidArgumentError("--worker_id must be <= 128 bytes");
+  }
+  if (auto s = ValidateHostPort("advertise_address",
+                                absl::GetFlag(FLAGS_advertise_address));
+      !s.ok()) {
+    return s;
+  }
+  if (auto s =
+          ValidateHostPort("cache_service", absl::GetFlag(FLAGS_cache_service));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::GetFlag(FLAGS_model_dir).empty()) {
+    return absl::InvalidArgumentError("--model_dir must not be empty");
+  }
+  if (absl::GetFlag(FLAGS_device) != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu (this build has no GPU backend), "
+                     "got '",
+                     absl::GetFlag(FLAGS_device), "'"));
+  }
+  const int page_size = absl::GetFlag(FLAGS_page_size);
+  if (page_size != 1 && page_size != 8 && page_size != 16 && page_size != 32 &&
+      page_size != 64 && page_size != 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--page_size must be one of 1, 8, 16, 32, 64, 128, got ", page_size));
+  }
+  const int64_t capacity = absl::GetFlag(FLAGS_kv_capacity_tokens);
+  const int64_t memory = absl::GetFlag(FLAGS_kv_memory_bytes);
+  if (capacity < 0 || memory < 0) {
+    return absl::InvalidArgumentError(
+        "--kv_capacity_tokens and --kv_memory_bytes must be >= 0");
+  }
+  if (capacity > 0 && memory > 0) {
+    return absl::InvalidArgumentError(
+        "give --kv_capacity_tokens or --kv_memory_bytes, not both");
+  }
+  if (capacity > 0 && capacity < page_size) {
+    return absl::InvalidArgumentError(
+        "--kv_capacity_tokens must be >= --page_size");
+  }
+  if (auto s = ParseLayout(absl::GetFlag(FLAGS_kv_layout)); !s.ok()) {
+    return s.status();
+  }
+  if (auto s = ParseDType(absl::GetFlag(FLAGS_kv_dtype)); !s.ok()) {
+    return s.status();
+  }
+  struct Bound {
+    const char* name;
+    int value;
+    int lo;
+    int hi;
+  };
+  for (const Bound& b : {
+           Bound{"max_running_requests",
+                 absl::GetFlag(FLAGS_max_running_requests), 1, 4096},
+           Bound{"max_waiting_requests",
+                 absl::GetFlag(FLAGS_max_waiting_requests), 0, 1 << 20},
+           Bound{"max_prefill_tokens", absl::GetFlag(FLAGS_max_prefill_tokens),
+                 1, 1 << 20},
+           Bound{"grow_tokens", absl::GetFlag(FLAGS_grow_tokens), 0, 65536},
+           Bound{"decode_partition_size",
+                 absl::GetFlag(FLAGS_decode_partition_size), 0, 1 << 20},
+           Bound{"threads", absl::GetFlag(FLAGS_threads), 1, 1024},
+           Bound{"cache_rpc_timeout_ms",
+                 absl::GetFlag(FLAGS_cache_rpc_timeout_ms), 1, 600000},
+           Bound{"drain_timeout_s", absl::GetFlag(FLAGS_drain_timeout_s), 0,
+                 3600},
+       }) {
+    if (b.value < b.lo || b.value > b.hi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", b.name, " must be in [", b.lo, ", ", b.hi, "], got ", b.value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Resolves --model_dir: absolute, relative to the working directory, or in
+// the Bazel runfiles of this binary (workspace "radixkv").
+std::string ResolveModelDir(const std::string& flag) {
+  auto has_config = [](const std::string& dir) {
+    return ::access((dir + "/config.json").c_str(), R_OK) == 0;
+  };
+  if (flag.empty() || flag[0] == '/' || has_config(flag)) return flag;
+  std::vector<std::string> roots;
+  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* dir = std::getenv(var); dir != nullptr) {
+      roots.push_back(absl::StrCat(dir, "/radixkv"));
+    }
+  }
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) roots.push_back(std::string(buf, n) + ".runfiles/radixkv");
+  for (const std::string& root : roots) {
+    std::string candidate = absl::StrCat(root, "/", flag);
+    if (has_config(candidate)) return candidate;
+  }
+  return flag;
+}
+
+std::string Basename(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  namespace process = radixkv::process;
-  process::InitProcess(argc, argv, "radixkv worker: paged KV pool, model executor and continuous batching on one device.");
+  process::InitProcess(argc, argv,
+                       "radixkv worker: paged KV pool, model executor and "
+                       "continuous batching on one device.");
   absl::Status valid = ValidateFlags();
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
@@ -41,17 +251,122 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", metrics.status().ToString());
     return 1;
   }
+  worker::WorkerMetrics worker_metrics(*(*metrics)->registry());
+
+  // The model and its KV pool.
+  const std::string model_dir = ResolveModelDir(absl::GetFlag(FLAGS_model_dir));
+  worker::CpuModelExecutorOptions executor_options;
+  executor_options.model_dir = model_dir;
+  executor_options.page_size = absl::GetFlag(FLAGS_page_size);
+  executor_options.kv_capacity_slots = absl::GetFlag(FLAGS_kv_capacity_tokens);
+  if (absl::GetFlag(FLAGS_kv_memory_bytes) > 0) {
+    executor_options.kv_budget_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  }
+  executor_options.kv_layout = *ParseLayout(absl::GetFlag(FLAGS_kv_layout));
+  executor_options.kv_dtype = *ParseDType(absl::GetFlag(FLAGS_kv_dtype));
+  executor_options.num_threads = absl::GetFlag(FLAGS_threads);
+  executor_options.decode_partition_size =
+      absl::GetFlag(FLAGS_decode_partition_size);
+  auto executor = worker::CpuModelExecutor::Create(executor_options);
+  if (!executor.ok()) {
+    spdlog::critical("cannot load the model from {}: {}", model_dir,
+                     executor.status().ToString());
+    return 1;
+  }
+  std::unique_ptr<worker::Tokenizer> tokenizer;
+  if (auto loaded = worker::Tokenizer::Load(model_dir + "/tokenizer.model");
+      loaded.ok()) {
+    tokenizer = *std::move(loaded);
+  } else {
+    spdlog::warn("no tokenizer ({}): only token-id prompts are accepted",
+                 loaded.status().ToString());
+  }
+  const std::string model_name = absl::GetFlag(FLAGS_model_name).empty()
+                                     ? Basename(model_dir)
+                                     : absl::GetFlag(FLAGS_model_name);
+  spdlog::info(
+      "model {} from {}: {} layers, vocab {}; KV pool {} slots, page_size {}, "
+      "layout {}, dtype {}",
+      model_name, model_dir, (*executor)->config().num_hidden_layers,
+      (*executor)->config().vocab_size, (*executor)->capacity_slots(),
+      (*executor)->page_size(), absl::GetFlag(FLAGS_kv_layout),
+      absl::GetFlag(FLAGS_kv_dtype));
+
+  // Bind the port first: the advertised address needs it.
+  worker::WorkerServiceImpl service;
   auto server = process::GrpcServer::Start(
-      process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {});
+      process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {&service});
   if (!server.ok()) {
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
-  spdlog::info("worker serving gRPC on port {} (health: grpc.health.v1)",
-               (*server)->port());
+  const int port = (*server)->port();
+
+  std::unique_ptr<worker::KvCacheClient> cache;
+  const std::string cache_address = absl::GetFlag(FLAGS_cache_service);
+  if (cache_address.empty()) {
+    spdlog::warn(
+        "no --cache_service: serving health only; Generate answers "
+        "UNAVAILABLE");
+  } else {
+    auto client = worker::GrpcKvCacheClient::Create(
+        cache_address,
+        absl::Milliseconds(absl::GetFlag(FLAGS_cache_rpc_timeout_ms)));
+    if (!client.ok()) {
+      spdlog::critical("{}", client.status().ToString());
+      return 1;
+    }
+    cache = *std::move(client);
+  }
+
+  worker::SchedulerOptions options;
+  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (options.worker_id.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    options.worker_id = absl::StrCat(host, "-", port);
+  }
+  options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
+  if (options.advertise_address.empty()) {
+    options.advertise_address = absl::StrCat("127.0.0.1:", port);
+  }
+  if ((*metrics)->port() > 0) {
+    const size_t colon = options.advertise_address.rfind(':');
+    options.metrics_address = absl::StrCat(
+        options.advertise_address.substr(0, colon), ":", (*metrics)->port());
+  }
+  options.model_name = model_name;
+  options.max_running_requests = absl::GetFlag(FLAGS_max_running_requests);
+  options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
+  options.max_prefill_tokens = absl::GetFlag(FLAGS_max_prefill_tokens);
+  options.grow_tokens = absl::GetFlag(FLAGS_grow_tokens);
+  options.max_new_tokens_limit = 65536;
+  auto scheduler = worker::Scheduler::Create(
+      options, executor->get(), cache.get(), tokenizer.get(), &worker_metrics);
+  if (!scheduler.ok()) {
+    spdlog::critical("{}", scheduler.status().ToString());
+    return 1;
+  }
+  service.set_scheduler(scheduler->get());
+  spdlog::info(
+      "worker {} serving gRPC on port {} (advertised as {}; health: "
+      "grpc.health.v1), cache service: {}",
+      options.worker_id, port, options.advertise_address,
+      cache_address.empty() ? "none" : cache_address);
+
   int sig = process::WaitForShutdownSignal();
-  spdlog::info("signal {}: shutting down", sig);
+  spdlog::info("signal {}: draining", sig);
+  // Readiness drops first; in-flight streams keep being served while the
+  // scheduler finishes (or aborts) them and deregisters.
+  if (auto* health = (*server)->server()->GetHealthCheckService();
+      health != nullptr) {
+    health->SetServingStatus(false);
+  }
+  (*scheduler)
+      ->Drain(absl::Now() +
+              absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   (*server)->Shutdown(absl::Seconds(5));
+  scheduler->reset();
   spdlog::info("worker stopped cleanly");
   return 0;
 }

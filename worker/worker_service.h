@@ -3,6 +3,7 @@
 #ifndef RADIXKV_WORKER_WORKER_SERVICE_H_
 #define RADIXKV_WORKER_WORKER_SERVICE_H_
 
+#include <atomic>
 #include <string>
 
 #include "grpcpp/grpcpp.h"
@@ -14,7 +15,13 @@ namespace radixkv::worker {
 class WorkerServiceImpl final : public v1::Worker::Service {
  public:
   // `scheduler` must outlive the service (shut the gRPC server down first).
-  explicit WorkerServiceImpl(Scheduler* scheduler) : scheduler_(scheduler) {}
+  // It may be nullptr and set later (the process binds its port before it
+  // registers with the cache service); until then every RPC answers
+  // UNAVAILABLE.
+  explicit WorkerServiceImpl(Scheduler* scheduler = nullptr)
+      : scheduler_(scheduler) {}
+
+  void set_scheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
   // Streams one GenerateResponse per generated token (token id, text delta
   // with return_text, usage); the last one has finished = true. A client
@@ -34,7 +41,7 @@ class WorkerServiceImpl final : public v1::Worker::Service {
                         v1::WorkerStatsResponse* response) override;
 
  private:
-  Scheduler* const scheduler_;
+  std::atomic<Scheduler*> scheduler_;
 };
 
 }  // namespace radixkv::worker
