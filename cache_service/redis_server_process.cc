@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +38,8 @@ int PickFreeLoopbackPort() {
 
 absl::StatusOr<std::unique_ptr<RedisServerProcess>> RedisServerProcess::Start(
     const std::string& dir, int port, const std::string& redis_server_binary) {
-  mkdir(dir.c_str(), 0755);
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
   std::unique_ptr<RedisServerProcess> out(new RedisServerProcess());
   for (int attempt = 0; attempt < 5; ++attempt) {
     out->port_ = port > 0 ? port : PickFreeLoopbackPort();
