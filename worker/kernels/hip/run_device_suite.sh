@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# GPU-machine half of the kernel validation (docs/development.md "GPU runs"):
+# runs the float64-reference device test, compute-sanitizer memcheck and
+# racecheck on a small subset, and the benchmark, from binaries built by
+# build_gpu_binaries.sh on the CPU machine and carried over.
+#
+#   worker/kernels/hip/run_device_suite.sh [BIN_DIR] [STEPS]
+#     BIN_DIR  default build-gpu
+#     STEPS    comma list of test,memcheck,racecheck,bench (default: all)
+# Logs go to $OUT (the device tool's result folder) or /tmp/gpu-suite.
+# Prints a short summary last; exits non-zero if any step failed.
+set -uo pipefail
+BIN="${1:-build-gpu}"
+STEPS=",${2:-test,memcheck,racecheck,bench},"
+LOG="${OUT:-/tmp/gpu-suite}"
+mkdir -p "${LOG}"
+export LD_LIBRARY_PATH="${BIN}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+TEST="${BIN}/gpu_attention_device_test"
+SMALL=(--quick "--filter=decode bshd ps16,extend bshd ps16,decode group3,extend group3,reshape_and_cache bshd ps16,copy_blocks bshd ps16,decode page ids")
+declare -A rc
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+  --format=csv >"${LOG}/gpu.txt" 2>&1
+(cd "$(dirname "$0")/../../.." && git rev-parse --short HEAD 2>/dev/null) \
+  >>"${LOG}/gpu.txt" || true
+
+if [[ "${STEPS}" == *,test,* ]]; then
+  "${TEST}" ${TEST_ARGS:-} >"${LOG}/test.log" 2>&1
+  rc[test]=$?
+fi
+if [[ "${STEPS}" == *,memcheck,* ]]; then
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+    "${TEST}" "${SMALL[@]}" >"${LOG}/memcheck.log" 2>&1
+  rc[memcheck]=$?
+fi
+if [[ "${STEPS}" == *,racecheck,* ]]; then
+  compute-sanitizer --tool racecheck --racecheck-report hazard \
+    --error-exitcode 9 "${TEST}" "${SMALL[@]}" >"${LOG}/racecheck.log" 2>&1
+  rc[racecheck]=$?
+fi
+if [[ "${STEPS}" == *,bench,* ]]; then
+  "${BIN}/gpu_attention_benchmark" ${BENCH_ARGS:-} >"${LOG}/bench.log" 2>&1
+  rc[bench]=$?
+fi
+
+echo "== gpu"; cat "${LOG}/gpu.txt"
+if [[ -f "${LOG}/test.log" ]]; then
+  echo "== test (failures + summary)"
+  grep -E "FAIL|cases,|seed=" "${LOG}/test.log" | tail -40
+fi
+for t in memcheck racecheck; do
+  [[ -f "${LOG}/${t}.log" ]] && { echo "== ${t}"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|cases," "${LOG}/${t}.log" | tail -4; }
+done
+if [[ -f "${LOG}/bench.log" ]]; then
+  echo "== bench"; sed -n '/SUMMARY/,$p' "${LOG}/bench.log"
+fi
+status=0
+for k in "${!rc[@]}"; do
+  echo "step ${k}: rc=${rc[$k]}"
+  [[ "${rc[$k]}" == 0 ]] || status=1
+done
+exit "${status}"
