@@ -25,21 +25,22 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
   >>"${LOG}/gpu.txt" || true
 
 if [[ "${STEPS}" == *,test,* ]]; then
-  "${TEST}" ${TEST_ARGS:-} >"${LOG}/test.log" 2>&1
+  timeout "${TEST_TIMEOUT:-240}" "${TEST}" ${TEST_ARGS:-} >"${LOG}/test.log" 2>&1
   rc[test]=$?
 fi
 if [[ "${STEPS}" == *,memcheck,* ]]; then
-  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+  timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
     "${TEST}" "${SMALL[@]}" >"${LOG}/memcheck.log" 2>&1
   rc[memcheck]=$?
 fi
 if [[ "${STEPS}" == *,racecheck,* ]]; then
-  compute-sanitizer --tool racecheck --racecheck-report hazard \
+  timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool racecheck --racecheck-report hazard \
     --error-exitcode 9 "${TEST}" "${SMALL[@]}" >"${LOG}/racecheck.log" 2>&1
   rc[racecheck]=$?
 fi
 if [[ "${STEPS}" == *,bench,* ]]; then
-  "${BIN}/gpu_attention_benchmark" ${BENCH_ARGS:-} >"${LOG}/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-200}" "${BIN}/gpu_attention_benchmark" ${BENCH_ARGS:-} \
+    >"${LOG}/bench.log" 2>&1
   rc[bench]=$?
 fi
 
