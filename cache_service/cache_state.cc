@@ -839,6 +839,7 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
       }
     }
     lease->prompt = request.tokens;
+    lease->prefix_len = n;
     leases_.Renew(lease, now_ms + options_.lease_ttl_ms);
     result.kv_indices = TableSlots(*lease, page_size, 0, lease->length);
   }
@@ -1158,7 +1159,8 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     }
     absl::StatusOr<PageAllocator> allocator = PageAllocator::CreateWithFreeList(
         info.capacity_slots, info.page_size, std::move(free_list));
-    if (!allocator.ok()) return corrupt(std::string(allocator.status().message()));
+    if (!allocator.ok())
+      return corrupt(std::string(allocator.status().message()));
     ModelEntry& model = state->models_[info.model];
     if ((model.mask >> bit) & 1) return corrupt("worker bit used twice");
     WorkerEntry& e = state->workers_[info.worker_id];
@@ -1337,10 +1339,11 @@ absl::Status CacheStateImpl::CheckInvariants() const {
               absl::StrCat("lease ", id, ": locked path not resident"));
         }
         ++lock_refs[{n->id(), worker->bit}];
-        // The locked path spells the lease's prompt.
+        // The locked path spells the lease's resident prefix (the locked
+        // edges may run past it: Acquire does not split).
         for (size_t k = 0; k < n->tokens().size(); ++k) {
           const int64_t p = n->start() + static_cast<int64_t>(k);
-          if (p < static_cast<int64_t>(l.prompt.size()) &&
+          if (p < l.prefix_len && p < static_cast<int64_t>(l.prompt.size()) &&
               l.prompt[p] != n->tokens()[k]) {
             return absl::InternalError(
                 absl::StrCat("lease ", id, ": locked path != prompt"));

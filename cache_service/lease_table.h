@@ -33,7 +33,9 @@ struct Lease {
   // Tokens the lease's KV holds for sure; Commit must extend them.
   std::vector<int32_t> prompt;
   int32_t priority = 0;
-  int64_t prefix_len = 0;  // tokens reused at Acquire (or fork), tokens
+  // Leading prompt tokens resident on the locked path: prefix_len of
+  // Acquire (capped by Fork), all committed tokens after a keep_lease Commit.
+  int64_t prefix_len = 0;
   // Page table (block_table row): logical page i -> physical page; slot of
   // position p = pages[p / page_size] * page_size + p % page_size.
   std::vector<int32_t> pages;
