@@ -20,7 +20,27 @@ PACKAGES=(
   python3 python3-grpcio python3-grpc-tools
   # misc tools the scripts use
   curl procps
+  # deploy checks: a real Prometheus + promtool, Node.js for the manifest checks
+  prometheus nodejs
 )
+
+# deploy/'s npm packages (kubernetes-models, yaml) for the manifest checks,
+# from its package-lock.json; skipped when already in step (or when
+# RADIXKV_SKIP_NPM=1, e.g. in image builds).
+install_deploy_npm() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/deploy"
+  [[ "${RADIXKV_SKIP_NPM:-0}" == 1 || ! -f "$dir/package-lock.json" ]] && return 0
+  if ! command -v npm >/dev/null; then
+    ${SUDO:-} apt-get install -y -q --no-install-recommends npm
+  fi
+  if [[ -f "$dir/node_modules/.package-lock.json" &&
+        "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]]; then
+    return 0
+  fi
+  echo "install_deps: npm ci in deploy/"
+  (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -29,14 +49,17 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+
 if ((${#missing[@]} == 0)); then
   echo "install_deps: all ${#PACKAGES[@]} packages present"
+  install_deploy_npm
   exit 0
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_deploy_npm
