@@ -710,12 +710,16 @@ absl::StatusOr<GrowResult> CacheStateImpl::Grow(const GrowRequest& request,
   }
   GrowResult result;
   result.evicted_tokens = EvictUntilFree(worker, new_pages);
-  if (copy_on_write) {
-    int32_t fresh = 0;
-    std::optional<CopyOp> op =
-        allocator.CopyOnWrite(lease->pages.back(), tail, &fresh);
+  // Eviction may have dropped the other holder of the last page (an
+  // unlocked tree node): then the lease writes in place after all.
+  int32_t fresh_last = 0;
+  std::optional<CopyOp> op =
+      copy_on_write
+          ? allocator.CopyOnWrite(lease->pages.back(), tail, &fresh_last)
+          : std::nullopt;
+  if (op.has_value()) {
     result.copy_ops.push_back(*op);
-    lease->pages.back() = fresh;
+    lease->pages.back() = fresh_last;
     result.first_remapped_position = length - tail;
     result.remapped_kv_indices =
         TableSlots(*lease, page_size, length - tail, length);
