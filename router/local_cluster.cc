@@ -60,8 +60,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot execute ", argv[0], ": ", std::strerror(errno)));
   }
-  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (log_fd < 0) {
+  int log_fd = log_path.empty() ? -2
+                                : ::open(log_path.c_str(),
+                                         O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (log_fd == -1) {
     return absl::UnavailableError(
         absl::StrCat("cannot open ", log_path, ": ", std::strerror(errno)));
   }
@@ -72,7 +74,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
-    ::close(log_fd);
+    if (log_fd >= 0) ::close(log_fd);
     return absl::UnavailableError(absl::StrCat("fork: ", std::strerror(errno)));
   }
   if (pid == 0) {
@@ -84,14 +86,16 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
     ::setpgid(0, 0);  // Ctrl-C reaches the launcher only; it stops us.
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+    }
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
     ::execv(args[0], args.data());
     ::_exit(127);
   }
-  ::close(log_fd);
+  if (log_fd >= 0) ::close(log_fd);
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->name_ = name;
   child->log_path_ = log_path;
@@ -281,6 +285,9 @@ absl::Status LocalCluster::WaitHealthy(ChildProcess* process,
                                        const std::string& address) {
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   while (absl::Now() < deadline) {
+    if (options_.cancelled != nullptr && options_.cancelled->load()) {
+      return absl::CancelledError("interrupted");
+    }
     if (!process->Running()) {
       return absl::UnavailableError(
           absl::StrCat(process->name(), " exited during start-up; see ",
@@ -380,6 +387,9 @@ absl::Status LocalCluster::WaitForRegisteredWorkers(int n,
   const absl::Time deadline = absl::Now() + timeout;
   int seen = -1;
   while (absl::Now() < deadline) {
+    if (options_.cancelled != nullptr && options_.cancelled->load()) {
+      return absl::CancelledError("interrupted");
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     radixkv::v1::StatsResponse stats;

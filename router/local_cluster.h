@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,9 @@ namespace radixkv::router {
 class ChildProcess {
  public:
   // fork + exec of argv[0] (an absolute or relative path), stdout and
-  // stderr appended to `log_path`, signal mask and dispositions reset.
+  // stderr appended to `log_path` (empty: inherited), signal mask and
+  // dispositions reset, in its own process group (the launcher forwards
+  // Ctrl-C itself).
   // UNAVAILABLE when the binary cannot be started.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
       const std::string& name, const std::vector<std::string>& argv,
@@ -89,6 +92,8 @@ struct LocalClusterOptions {
   std::vector<std::string> router_args;
   // How long Start() waits for health and registration.
   absl::Duration start_timeout = absl::Seconds(90);
+  // When set and true, waits give up early with CANCELLED (Ctrl-C).
+  const std::atomic<bool>* cancelled = nullptr;
 };
 
 class LocalCluster {

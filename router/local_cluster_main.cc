@@ -1,0 +1,244 @@
+// radixkv main job launcher (README command 1 runs it through
+// scripts/run_main_job.sh): starts redis-server on a private port and dir,
+// the cache service journaling to it, two CPU workers with the embedded
+// model and the router, all on loopback; waits for grpc.health.v1 and worker
+// registration; runs the workload runner (arguments after `--` go to it);
+// prints its report; stops everything it started, also on Ctrl-C.
+//
+// --serve keeps the cluster up without a workload until Ctrl-C/SIGTERM
+// (--ready_file then receives the router address once healthy).
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "process/process_lifecycle.h"
+#include "router/local_cluster.h"
+#include "spdlog/spdlog.h"
+
+ABSL_DECLARE_FLAG(std::string, log_level);
+
+ABSL_FLAG(std::string, run_dir, "",
+          "Logs and Redis data; empty = /tmp/radixkv-run-<time>-<pid>.");
+ABSL_FLAG(std::string, bin_dir, "",
+          "Directory with cache_service/, worker/, router/ binaries; empty = "
+          "next to this binary (bazel-bin).");
+ABSL_FLAG(std::string, model_dir, "",
+          "Checkpoint directory; empty = models/radixkv-demo-llama under the "
+          "working directory or this binary's runfiles.");
+ABSL_FLAG(int, base_port, 0,
+          "First of consecutive loopback ports (redis, cache service, router, "
+          "router metrics, workers); 0 = free ports.");
+ABSL_FLAG(int, num_workers, 2, "CPU workers.");
+ABSL_FLAG(int, worker_threads, 1, "--threads of each worker.");
+ABSL_FLAG(std::string, policy, "cache_aware", "Router default policy.");
+ABSL_FLAG(bool, redis, true,
+          "Journal the cache service to a private redis-server.");
+ABSL_FLAG(std::string, worker_args, "",
+          "Extra worker flags, separated by spaces.");
+ABSL_FLAG(std::string, cache_service_args, "",
+          "Extra cache service flags, separated by spaces.");
+ABSL_FLAG(std::string, router_args, "",
+          "Extra router flags, separated by spaces.");
+ABSL_FLAG(bool, serve, false,
+          "Start the cluster and keep it up until Ctrl-C; no workload.");
+ABSL_FLAG(std::string, ready_file, "",
+          "With --serve: write the router address here once healthy.");
+ABSL_FLAG(std::string, redis_server, "/usr/bin/redis-server",
+          "redis-server binary.");
+
+namespace {
+
+namespace router = radixkv::router;
+namespace process = radixkv::process;
+
+std::vector<std::string> SplitArgs(const std::string& s) {
+  return absl::StrSplit(s, ' ', absl::SkipEmpty());
+}
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  return std::filesystem::path(std::string(buf, n)).parent_path();
+}
+
+std::string FindModelDir() {
+  std::string flag = absl::GetFlag(FLAGS_model_dir);
+  if (!flag.empty()) return std::filesystem::absolute(flag);
+  const std::string rel = "models/radixkv-demo-llama";
+  std::vector<std::string> candidates = {std::filesystem::current_path() / rel};
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) {
+    // bazel-bin/router/local_cluster.runfiles/radixkv/models/...
+    candidates.push_back(
+        absl::StrCat(std::string(buf, n), ".runfiles/radixkv/", rel));
+  }
+  if (const char* dir = std::getenv("RUNFILES_DIR")) {
+    candidates.push_back(absl::StrCat(dir, "/radixkv/", rel));
+  }
+  for (const std::string& c : candidates) {
+    if (std::filesystem::exists(c + "/config.json")) return c;
+  }
+  return candidates.front();
+}
+
+std::atomic<bool> g_interrupted{false};
+std::atomic<pid_t> g_runner_pid{-1};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetFlag(&FLAGS_log_level, "warn");
+  std::vector<char*> positional = process::InitProcess(
+      argc, argv,
+      "radixkv main job: local cluster (redis, cache service, 2 CPU workers, "
+      "router) + workload runner + report. Arguments after -- go to the "
+      "workload runner.");
+  absl::Status valid = absl::GetFlag(FLAGS_num_workers) >= 1
+                           ? absl::OkStatus()
+                           : absl::InvalidArgumentError("--num_workers >= 1");
+  if (process::CheckFlagsOnly() || !valid.ok()) {
+    return process::FinishCheckFlags(valid);
+  }
+  // Ctrl-C / SIGTERM: stop the workload runner; main then stops the cluster.
+  std::thread signals([] {
+    int sig = process::WaitForShutdownSignal();
+    if (sig == 0) return;  // normal end
+    g_interrupted = true;
+    std::fprintf(stderr, "\nradixkv: signal %d, stopping everything...\n", sig);
+    if (pid_t p = g_runner_pid.load(); p > 0) ::kill(p, SIGTERM);
+  });
+
+  // Children (router, workers, runner) find their runfiles (the
+  // sentencepiece plug-in) through this binary's merged runfiles tree.
+  if (std::getenv("RUNFILES_DIR") == nullptr) {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n > 0) {
+      const std::string runfiles = std::string(buf, n) + ".runfiles";
+      if (std::filesystem::exists(runfiles)) {
+        ::setenv("RUNFILES_DIR", runfiles.c_str(), 1);
+      }
+    }
+  }
+
+  router::LocalClusterOptions options;
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (options.bin_dir.empty()) {
+    options.bin_dir = std::filesystem::path(SelfDir()).parent_path();
+  }
+  options.model_dir = FindModelDir();
+  options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (options.run_dir.empty()) {
+    options.run_dir = absl::StrCat(
+        "/tmp/radixkv-run-",
+        absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()),
+        "-", getpid());
+  }
+  options.redis_server = absl::GetFlag(FLAGS_redis_server);
+  options.use_redis = absl::GetFlag(FLAGS_redis);
+  options.num_workers = absl::GetFlag(FLAGS_num_workers);
+  options.base_port = absl::GetFlag(FLAGS_base_port);
+  options.policy = absl::GetFlag(FLAGS_policy);
+  options.worker_args = SplitArgs(absl::GetFlag(FLAGS_worker_args));
+  options.worker_args.insert(
+      options.worker_args.begin(),
+      absl::StrCat("--threads=", absl::GetFlag(FLAGS_worker_threads)));
+  options.cache_service_args =
+      SplitArgs(absl::GetFlag(FLAGS_cache_service_args));
+  options.router_args = SplitArgs(absl::GetFlag(FLAGS_router_args));
+  options.cancelled = &g_interrupted;
+
+  std::printf("radixkv main job: logs in %s\n", options.run_dir.c_str());
+  std::printf("  model %s\n", options.model_dir.c_str());
+  std::fflush(stdout);
+  const absl::Time t0 = absl::Now();
+  int exit_code = 0;
+  {
+    auto cluster = router::LocalCluster::Start(options);
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "radixkv: cluster did not start: %s\n",
+                   cluster.status().ToString().c_str());
+      exit_code = 1;
+    } else {
+      router::LocalCluster& c = **cluster;
+      std::printf("  redis-server   %s  (dir %s/redis)\n",
+                  options.use_redis ? c.redis_address().c_str() : "off",
+                  options.run_dir.c_str());
+      std::printf("  cache_service  %s  grpc.health.v1 SERVING\n",
+                  c.cache_service_address().c_str());
+      for (int i = 0; i < c.num_workers(); ++i) {
+        std::printf("  %-14s %s  grpc.health.v1 SERVING, registered\n",
+                    c.worker_id(i).c_str(), c.worker_address(i).c_str());
+      }
+      std::printf("  router         %s  grpc.health.v1 SERVING (metrics %s)\n",
+                  c.router_address().c_str(),
+                  c.router_metrics_address().c_str());
+      std::printf("cluster healthy in %.1f s\n\n",
+                  absl::ToDoubleSeconds(absl::Now() - t0));
+      std::fflush(stdout);
+      if (absl::GetFlag(FLAGS_serve)) {
+        const std::string ready = absl::GetFlag(FLAGS_ready_file);
+        if (!ready.empty()) {
+          std::ofstream(ready + ".tmp") << c.router_address() << "\n"
+                                        << c.cache_service_address() << "\n";
+          std::filesystem::rename(ready + ".tmp", ready);
+        }
+        std::printf("serving until Ctrl-C / SIGTERM\n");
+        std::fflush(stdout);
+        while (!g_interrupted) absl::SleepFor(absl::Milliseconds(100));
+      } else {
+        std::vector<std::string> argv = {
+            absl::StrCat(options.bin_dir, "/router/workload_runner"),
+            absl::StrCat("--router=", c.router_address()),
+            absl::StrCat("--cache_service=", c.cache_service_address()),
+            absl::StrCat("--router_metrics=", c.router_metrics_address()),
+            absl::StrCat("--model_dir=", options.model_dir),
+            absl::StrCat("--report_file=", options.run_dir, "/report.txt")};
+        for (size_t i = 1; i < positional.size(); ++i) {
+          argv.push_back(positional[i]);
+        }
+        auto runner = router::ChildProcess::Start("workload_runner", argv, "");
+        if (!runner.ok()) {
+          std::fprintf(stderr, "radixkv: %s\n",
+                       runner.status().ToString().c_str());
+          exit_code = 1;
+        } else {
+          g_runner_pid = (*runner)->pid();
+          if (g_interrupted) ::kill((*runner)->pid(), SIGTERM);
+          auto status = (*runner)->Wait(absl::InfiniteDuration());
+          g_runner_pid = -1;
+          exit_code =
+              status.ok() && WIFEXITED(*status) ? WEXITSTATUS(*status) : 1;
+        }
+      }
+      std::printf("stopping the cluster...\n");
+      std::fflush(stdout);
+      c.Stop();
+      std::printf(
+          "all processes stopped; logs and report in %s (%.0f s "
+          "total)\n",
+          options.run_dir.c_str(), absl::ToDoubleSeconds(absl::Now() - t0));
+    }
+  }
+  if (g_interrupted) exit_code = 130;
+  process::RequestShutdown();
+  signals.join();
+  return exit_code;
+}
