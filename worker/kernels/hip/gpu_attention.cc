@@ -100,16 +100,22 @@ int32_t ChooseDecodePartitionSize(int32_t batch_size, int32_t num_kv_heads,
   const int32_t group = num_q_heads / num_kv_heads;
   const int64_t base_blocks = static_cast<int64_t>(batch_size) *
                               num_kv_heads * ((group + 15) / 16);
-  // Enough (kv head x sequence) blocks to fill the GPU several times over:
-  // splitting only adds partial-result traffic and a combine launch.
-  const int64_t target = 4 * static_cast<int64_t>(num_sms);
-  if (base_blocks >= target) return 0;
+  // Fitted to the H200 sweep in docs/kernel-notes.md ("Partition size"):
+  // long partitions amortize the per-block Q load, merge and partial-result
+  // traffic, so split only as much as needed to occupy the GPU.
+  //  * v1 once the (kv head x sequence x head chunk) grid has >= 4 blocks
+  //    per multiprocessor (B=256 x 1024: v1 84% vs P=512 77% of copy BW);
+  //  * else the largest partition in {2048, 1024, 512, 256} that gives
+  //    >= 1.5 blocks per multiprocessor (B=64 x 4096: P=2048 85% vs v1 76%;
+  //    B=1 x 32768: P=1024 54% vs P=2048 40% vs P=256 36%).
+  if (base_blocks >= 4 * static_cast<int64_t>(num_sms)) return 0;
+  const int64_t target = 3 * static_cast<int64_t>(num_sms) / 2;
   for (int32_t p : {2048, 1024, 512, 256}) {
     if (max_seq_len <= p) continue;  // one partition would hold everything
     const int64_t parts = (max_seq_len + p - 1) / p;
     if (base_blocks * parts >= target) return p;
   }
-  return max_seq_len > 128 ? 128 : 0;
+  return max_seq_len > 256 ? 256 : 0;
 }
 
 size_t DecodeWorkspaceBytes(int32_t batch_size, int32_t num_q_heads,

@@ -10,7 +10,9 @@
 // Shapes: bf16, Hq 32, Hkv 8, head_dim 128, bshd pool, random page order.
 // NVIDIA only (cuBLAS); build: build_gpu_binaries.sh.
 //
-// Usage: gpu_attention_benchmark [--quick]
+// Usage: gpu_attention_benchmark [--quick] [--decode-only]
+// Environment: RADIXKV_DECODE_STAGES=2|3 (decode pipeline depth),
+// RADIXKV_DECODE_PARTITION_SIZE (overrides the heuristic for the (auto) rows).
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
 #include <cublas_v2.h>
@@ -37,6 +39,7 @@ using testing::DeviceBuffer;
 constexpr int32_t kHq = 32, kHkv = 8, kD = 128;
 
 bool g_quick = false;
+bool g_decode_only = false;
 
 // Median milliseconds of `iters` timed calls of fn(i) after `warmup` calls.
 double MedianMs(const std::function<void(int)>& fn, int warmup = 5,
@@ -354,12 +357,13 @@ int Main() {
   std::printf("%-18s %-26s %-16s %13s %17s %6s\n", "kernel", "shape",
               "variant", "time", "rate", "ceil%");
   const double copy = CopyCeilingGBs();
-  const double gemm = GemmCeilingTflops();
+  const double gemm = g_decode_only ? 1.0 : GemmCeilingTflops();
   for (int32_t ps : {16, 1}) {
     BenchDecode(64, 4096, ps, copy, rng);
     BenchDecode(256, 1024, ps, copy, rng);
     BenchDecode(1, 32768, ps, copy, rng);
   }
+  if (g_decode_only) return 0;
   BenchExtend(8, 2048, 512, gemm, rng, false);
   BenchExtend(1, 0, 8192, gemm, rng, false);
   BenchExtend(32, 1024, 128, gemm, rng, false);
@@ -382,6 +386,9 @@ int Main() {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) radixkv::worker::gpu::g_quick = true;
+    if (std::strcmp(argv[i], "--decode-only") == 0) {
+      radixkv::worker::gpu::g_decode_only = true;
+    }
   }
   return radixkv::worker::gpu::Main();
 }

@@ -61,6 +61,18 @@ struct Result {
 
 std::vector<Result> g_results;
 
+// Prints one finished case (line-buffered, so a timeout keeps the progress).
+void PrintResult(const Result& r) {
+  std::printf("%-78s %-5s %-10.3g %-10.3g %-10.3g %s\n", r.name.c_str(),
+              r.pass ? "PASS" : "FAIL", r.rel_l2, r.max_abs, r.lse_err,
+              r.note.c_str());
+}
+
+void AddResult(const Result& r) {
+  PrintResult(r);
+  g_results.push_back(r);
+}
+
 void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
   const int threads =
       std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
@@ -287,7 +299,7 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
   RADIXKV_CHECK_HIP(hipDeviceSynchronize());
   if (!st.ok()) {
     r.note = st.ToString();
-    g_results.push_back(r);
+    AddResult(r);
     return;
   }
   std::vector<uint16_t> out = Download<uint16_t>(d_out, qbits.size());
@@ -340,7 +352,7 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
   });
   Compare(&r, out, c.pool.bf16, ref, lse, ref_lse, D, true);
   r.note += "P=" + std::to_string(ps);
-  g_results.push_back(r);
+  AddResult(r);
 }
 
 // ------------------------------------------------------------------ extend
@@ -404,7 +416,7 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
   RADIXKV_CHECK_HIP(hipDeviceSynchronize());
   if (!st.ok()) {
     r.note = st.ToString();
-    g_results.push_back(r);
+    AddResult(r);
     return;
   }
   std::vector<uint16_t> out = Download<uint16_t>(d_out, qb.size());
@@ -462,7 +474,7 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
     }
   });
   Compare(&r, out, c.pool.bf16, ref, lse, ref_lse, D, true);
-  g_results.push_back(r);
+  AddResult(r);
 }
 
 // ------------------------------------------------------- reshape_and_cache
@@ -475,6 +487,11 @@ void RunReshapeAndCache(const std::string& name, const PoolSpec& spec,
   DevicePool pool = MakePool(spec, rng);
   const KvCacheGeometry& g = pool.cache.geometry;
   const int32_t hkv = g.num_kv_heads, D = g.head_dim;
+  if (g.capacity_slots() - page_lo * g.page_size < 2 * num_tokens) {
+    r.note = "test bug: pool too small for distinct slots";
+    AddResult(r);
+    return;
+  }
   std::unordered_set<int64_t> used;
   std::vector<int64_t> loc;
   std::uniform_int_distribution<int64_t> pick(page_lo * g.page_size,
@@ -502,7 +519,7 @@ void RunReshapeAndCache(const std::string& name, const PoolSpec& spec,
   RADIXKV_CHECK_HIP(hipDeviceSynchronize());
   if (!st.ok()) {
     r.note = st.ToString();
-    g_results.push_back(r);
+    AddResult(r);
     return;
   }
   int64_t mismatches = 0;
@@ -550,7 +567,7 @@ void RunReshapeAndCache(const std::string& name, const PoolSpec& spec,
   r.pass = mismatches == 0;
   r.max_abs = static_cast<double>(mismatches);
   r.note += "mismatched elements=" + std::to_string(mismatches);
-  g_results.push_back(r);
+  AddResult(r);
 }
 
 // ------------------------------------------------------------- copy_blocks
@@ -590,7 +607,7 @@ void RunCopyBlocks(const std::string& name, const PoolSpec& spec,
   RADIXKV_CHECK_HIP(hipDeviceSynchronize());
   if (!st.ok() || bad_st.code() != absl::StatusCode::kInvalidArgument) {
     r.note = "status=" + st.ToString() + " bad_status=" + bad_st.ToString();
-    g_results.push_back(r);
+    AddResult(r);
     return;
   }
   // Host simulation in op order.
@@ -620,7 +637,7 @@ void RunCopyBlocks(const std::string& name, const PoolSpec& spec,
   r.max_abs = static_cast<double>(mismatches);
   r.note = "mismatched elements=" + std::to_string(mismatches) +
            ", invalid op rejected";
-  g_results.push_back(r);
+  AddResult(r);
 }
 
 // ------------------------------------------------------------------- cases
@@ -636,7 +653,10 @@ const char* LayoutTag(KvLayout l) { return KvLayoutName(l); }
 
 int Main(const Options& opt) {
   std::mt19937_64 rng(opt.seed);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::printf("seed=%llu\n", static_cast<unsigned long long>(opt.seed));
+  std::printf("%-78s %-5s %-10s %-10s %-10s %s\n", "case", "ok", "rel_l2",
+              "max_abs", "lse_err", "note");
   // --filter=A,B: run the cases whose name contains A or B.
   std::vector<std::string> filters;
   for (size_t pos = 0; pos <= opt.filter.size();) {
@@ -688,10 +708,12 @@ int Main(const Options& opt) {
       const std::string rc = std::string("reshape_and_cache ") +
                              LayoutTag(layout) + " ps" + std::to_string(ps);
       if (want(rc)) {
-        RunReshapeAndCache(rc + " bf16", {64, ps, 4, 128, layout, true}, 77, 0,
-                           rng);
-        RunReshapeAndCache(rc + " f16 d64", {64, ps, 2, 64, layout, false}, 33,
+        // >= 1024 slots so that the 77 distinct slots are easy to draw.
+        const int64_t pages = std::max(64, 1024 / ps);
+        RunReshapeAndCache(rc + " bf16", {pages, ps, 4, 128, layout, true}, 77,
                            0, rng);
+        RunReshapeAndCache(rc + " f16 d64", {pages, ps, 2, 64, layout, false},
+                           33, 0, rng);
       }
       const std::string cb = std::string("copy_blocks ") + LayoutTag(layout) +
                              " ps" + std::to_string(ps);
@@ -846,12 +868,9 @@ int Main(const Options& opt) {
   }
 
   int failed = 0;
-  std::printf("\n%-78s %-5s %-10s %-10s %-10s %s\n", "case", "ok", "rel_l2",
-              "max_abs", "lse_err", "note");
+  std::printf("\nFAILED CASES:\n");
   for (const Result& r : g_results) {
-    std::printf("%-78s %-5s %-10.3g %-10.3g %-10.3g %s\n", r.name.c_str(),
-                r.pass ? "PASS" : "FAIL", r.rel_l2, r.max_abs, r.lse_err,
-                r.note.c_str());
+    if (!r.pass) PrintResult(r);
     failed += !r.pass;
   }
   std::printf("\n%zu cases, %d failed (seed=%llu)\n", g_results.size(), failed,

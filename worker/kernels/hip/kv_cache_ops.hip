@@ -90,9 +90,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // grid = (x: chunk blocks over one page, y: op, z: layer). Each thread moves
-// one 16-byte chunk of K and the matching chunk of V for (token, head, d0) of
-// one op in one layer. Ops run in one launch, so ops must not depend on each
-// other (gpu_attention.cc launches dependent ops separately).
+// kCopyUnroll 16-byte chunks of K and the matching chunks of V for (token,
+// head, d0) of one op in one layer, all loads issued before the stores (more
+// bytes in flight per thread). Ops in one launch must be independent
+// (gpu_attention.cc batches dependent ops into separate launches).
+constexpr int kCopyUnroll = 4;
+
 __global__ void __launch_bounds__(kThreads)
     CopyBlocksKernel(KvCacheGeometry g,
                      const internal::DeviceKvLayer* __restrict__ layers,
@@ -101,22 +104,39 @@ __global__ void __launch_bounds__(kThreads)
   const internal::DeviceKvLayer layer = layers[blockIdx.z];
   const int32_t chunks_per_head = g.head_dim / kChunkElems;
   const int32_t chunks_per_token = g.num_kv_heads * chunks_per_head;
-  const int64_t total = static_cast<int64_t>(chunks_per_token) * op.num_tokens;
+  const int32_t total = chunks_per_token * op.num_tokens;
   uint16_t* k_cache = static_cast<uint16_t*>(layer.k);
   uint16_t* v_cache = static_cast<uint16_t*>(layer.v);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int32_t token = static_cast<int32_t>(i / chunks_per_token);
-    const int32_t rem = static_cast<int32_t>(i - token * chunks_per_token);
-    const int32_t head = rem / chunks_per_head;
-    const int32_t d0 = (rem - head * chunks_per_head) * kChunkElems;
-    const int64_t src_slot = op.src_page * g.page_size + token;
-    const int64_t dst_slot = op.dst_page * g.page_size + token;
-    const uint4 kc = *reinterpret_cast<const uint4*>(
-        k_cache + g.KOffset(src_slot, head, d0));
-    const uint4 vc = LoadV(v_cache, g, src_slot, head, d0);
-    *reinterpret_cast<uint4*>(k_cache + g.KOffset(dst_slot, head, d0)) = kc;
-    StoreV(v_cache, g, dst_slot, head, d0, vc);
+  const int64_t src_base = op.src_page * g.page_size;
+  const int64_t dst_base = op.dst_page * g.page_size;
+  const int32_t stride = gridDim.x * blockDim.x;
+  for (int32_t i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < total;
+       i0 += stride * kCopyUnroll) {
+    uint4 kc[kCopyUnroll], vc[kCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) {
+      const int32_t i = i0 + u * stride;
+      if (i >= total) break;
+      const int32_t token = i / chunks_per_token;
+      const int32_t rem = i - token * chunks_per_token;
+      const int32_t head = rem / chunks_per_head;
+      const int32_t d0 = (rem - head * chunks_per_head) * kChunkElems;
+      kc[u] = *reinterpret_cast<const uint4*>(
+          k_cache + g.KOffset(src_base + token, head, d0));
+      vc[u] = LoadV(v_cache, g, src_base + token, head, d0);
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyUnroll; ++u) {
+      const int32_t i = i0 + u * stride;
+      if (i >= total) break;
+      const int32_t token = i / chunks_per_token;
+      const int32_t rem = i - token * chunks_per_token;
+      const int32_t head = rem / chunks_per_head;
+      const int32_t d0 = (rem - head * chunks_per_head) * kChunkElems;
+      *reinterpret_cast<uint4*>(
+          k_cache + g.KOffset(dst_base + token, head, d0)) = kc[u];
+      StoreV(v_cache, g, dst_base + token, head, d0, vc[u]);
+    }
   }
 }
 
@@ -146,7 +166,8 @@ int LaunchCopyBlocks(const CopyBlocksLaunch& a) {
   const int64_t per_page = static_cast<int64_t>(a.geometry.page_size) *
                            a.geometry.num_kv_heads *
                            (a.geometry.head_dim / kChunkElems);
-  int64_t blocks_x = (per_page + kThreads - 1) / kThreads;
+  int64_t blocks_x =
+      (per_page + kThreads * kCopyUnroll - 1) / (kThreads * kCopyUnroll);
   if (blocks_x > 1024) blocks_x = 1024;
   hipStream_t stream = static_cast<hipStream_t>(a.stream);
   // gridDim.y is limited to 65535: launch ops in slices.

@@ -33,6 +33,8 @@
 // kv_indices.
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
+#include <cstdlib>
+
 #include "worker/kernels/attention_combine.h"
 #include "worker/kernels/hip/attention_mma.h"
 #include "worker/kernels/hip/gpu_kernel_launch.h"
@@ -265,13 +267,13 @@ size_t PortableSmemBytes() {
 constexpr int kMmaKeys = 16;  // keys per warp tile
 constexpr int kMmaWarps = kThreads / 32;
 
-template <int D>
+template <int D, int kStages>
 constexpr size_t MmaSmemBytes() {
-  // q tile + per warp {2 stages x (K, V) x kMmaKeys x D} 16-bit elements +
+  // q tile + per warp {kStages x (K, V) x kMmaKeys x D} 16-bit elements +
   // per warp key bases (K, V) as int64. The fp32 merge area reuses the K/V
   // buffers after the main loop.
   constexpr size_t q_bytes = kMaxRows * D * 2;
-  constexpr size_t kv_bytes = kMmaWarps * 2 * 2 * kMmaKeys * D * 2;
+  constexpr size_t kv_bytes = kMmaWarps * kStages * 2 * kMmaKeys * D * 2;
   constexpr size_t base_bytes = kMmaWarps * 2 * kMmaKeys * 8;
   constexpr size_t merge_bytes =
       sizeof(float) * (2 * kMmaWarps * kMaxRows + kMmaWarps * kMaxRows * D);
@@ -279,7 +281,8 @@ constexpr size_t MmaSmemBytes() {
   return q_bytes + kv_bytes + base_bytes;
 }
 
-template <int D, bool kBf16>
+// kStages: cp.async pipeline depth per warp (tiles in flight + 1).
+template <int D, int kStages, bool kBf16>
 __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   using Warp = mma::WarpAttention<D, kMmaKeys, kBf16>;
   constexpr int kChunksPerRow = D / 8;
@@ -294,10 +297,10 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   extern __shared__ float4 smem_f4[];
   uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem_f4);
   uint16_t* kv_area = q_tile + kMaxRows * D;
-  uint16_t* k_tiles = kv_area + warp * (2 * 2 * kMmaKeys * D);  // [2][N][D]
-  uint16_t* v_tiles = k_tiles + 2 * kMmaKeys * D;                // [2][N][D]
+  uint16_t* k_tiles = kv_area + warp * (kStages * 2 * kMmaKeys * D);
+  uint16_t* v_tiles = k_tiles + kStages * kMmaKeys * D;  // [kStages][N][D]
   int64_t* bases = reinterpret_cast<int64_t*>(
-                       kv_area + kMmaWarps * 2 * 2 * kMmaKeys * D) +
+                       kv_area + kMmaWarps * kStages * 2 * kMmaKeys * D) +
                    warp * 2 * kMmaKeys;  // [K: N][V: N]
 
   // Stage Q (rows >= w.rows zero) into shared memory.
@@ -338,7 +341,7 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
 
   auto issue = [&](int32_t it) {
     const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kMmaKeys;
-    const int stage = it & 1;
+    const int stage = it % kStages;
     if (lane < kMmaKeys) {
       const int32_t key = key0 + lane;
       int64_t kb = -1, vb = -1;
@@ -384,16 +387,23 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
     WarpSync();  // bases are rewritten by the next issue
   };
 
-  if (my_tiles > 0) issue(0);
+  // Prologue: kStages - 1 tiles in flight.
+  for (int32_t it = 0; it < kStages - 1 && it < my_tiles; ++it) issue(it);
   for (int32_t it = 0; it < my_tiles; ++it) {
-    if (it + 1 < my_tiles) {
-      issue(it + 1);
+    // Refill the stage consumed in iteration it - 1, then wait for tile it.
+    if (it + kStages - 1 < my_tiles) issue(it + kStages - 1);
+    const int32_t issued =
+        my_tiles < it + kStages ? my_tiles : it + kStages;
+    const int32_t pending = issued - it - 1;  // groups allowed in flight
+    if (pending >= 2) {
+      mma::CpAsyncWait<2>();
+    } else if (pending == 1) {
       mma::CpAsyncWait<1>();
     } else {
       mma::CpAsyncWait<0>();
     }
     WarpSync();
-    const int stage = it & 1;
+    const int stage = it % kStages;
     float s[Warp::kSTiles][4];
     att.Scores(s, k_tiles + stage * kMmaKeys * D);
     const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kMmaKeys;
@@ -481,6 +491,16 @@ int SetSmemLimit(Kernel kernel, size_t bytes) {
       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// cp.async pipeline depth of DecodeMmaKernel: 3 (default) or 2, overridable
+// with RADIXKV_DECODE_STAGES for benchmarking (docs/kernel-notes.md).
+int DecodePipelineStages() {
+  static const int stages = [] {
+    const char* env = std::getenv("RADIXKV_DECODE_STAGES");
+    return env != nullptr && env[0] == '2' ? 2 : 3;
+  }();
+  return stages;
+}
+
 template <int D, int kGroup, bool kBf16>
 int LaunchPortable(const DecodeParams& p, dim3 grid, hipStream_t stream) {
   const size_t smem = PortableSmemBytes<D>();
@@ -517,10 +537,17 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   int err = 0;
 #if defined(RADIXKV_GPU_NVIDIA)
   if (path == internal::KernelPath::kMatrixCore) {
-    const size_t smem = MmaSmemBytes<D>();
-    auto kernel = DecodeMmaKernel<D, kBf16>;
-    if ((err = SetSmemLimit(kernel, smem))) return err;
-    hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
+    if (DecodePipelineStages() == 2) {
+      const size_t smem = MmaSmemBytes<D, 2>();
+      auto kernel = DecodeMmaKernel<D, 2, kBf16>;
+      if ((err = SetSmemLimit(kernel, smem))) return err;
+      hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
+    } else {
+      const size_t smem = MmaSmemBytes<D, 3>();
+      auto kernel = DecodeMmaKernel<D, 3, kBf16>;
+      if ((err = SetSmemLimit(kernel, smem))) return err;
+      hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
+    }
     err = static_cast<int>(hipGetLastError());
   } else {
     err = LaunchPortableGroup<D, kBf16>(p, grid, stream);
@@ -530,7 +557,9 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   err = LaunchPortableGroup<D, kBf16>(p, grid, stream);
 #endif
   if (err != 0 || p.partition_size == 0) return err;
-  const size_t smem = sizeof(float) * p.num_partitions;
+  // Rounded up to whole float4s: the compiler may read `weights` with
+  // vector loads past the last partition (memcheck flagged it).
+  const size_t smem = sizeof(float) * ((p.num_partitions + 3) / 4 * 4 + 4);
   auto combine = CombineKernel<D, kBf16>;
   if ((err = SetSmemLimit(combine, smem))) return err;
   hipLaunchKernelGGL(combine, dim3(p.num_q_heads, batch), dim3(kThreads), smem,
