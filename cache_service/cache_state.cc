@@ -286,6 +286,13 @@ absl::Status CacheStateImpl::ValidateTokens(const std::vector<int32_t>& tokens,
     return absl::InvalidArgumentError(absl::StrCat(
         tokens.size(), " tokens exceed the limit of ", kMaxPromptTokens));
   }
+  // Branch-free scan first (vectorizes: Match of long prompts is hot), then
+  // locate the offending position only on error.
+  const uint32_t limit =
+      vocab_size > 0 ? static_cast<uint32_t>(vocab_size) : uint32_t{1} << 31;
+  bool bad = false;
+  for (int32_t token : tokens) bad |= static_cast<uint32_t>(token) >= limit;
+  if (!bad) return absl::OkStatus();
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || (vocab_size > 0 && tokens[i] >= vocab_size)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -343,12 +350,15 @@ int64_t CacheStateImpl::EndLease(Lease* lease) {
 std::vector<int64_t> CacheStateImpl::TableSlots(const Lease& lease,
                                                 int32_t page_size, int64_t from,
                                                 int64_t to) const {
-  std::vector<int64_t> slots;
-  slots.reserve(std::max<int64_t>(0, to - from));
-  for (int64_t p = from; p < to; ++p) {
-    slots.push_back(static_cast<int64_t>(lease.pages[p / page_size]) *
-                        page_size +
-                    p % page_size);
+  std::vector<int64_t> slots(std::max<int64_t>(0, to - from));
+  int64_t p = from;
+  while (p < to) {
+    // One page at a time: no division per position.
+    const int64_t page_end = std::min(to, (p / page_size + 1) * page_size);
+    const int64_t base =
+        static_cast<int64_t>(lease.pages[p / page_size]) * page_size -
+        (p / page_size) * page_size;
+    for (; p < page_end; ++p) slots[p - from] = base + p;
   }
   return slots;
 }
@@ -811,8 +821,12 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
   PageAllocator& allocator = *worker.allocator;
   RadixTree* tree = GetOrCreateTree(lease->model, lease->cache_salt);
   std::vector<int32_t> slots(n);
-  for (int64_t p = 0; p < n; ++p) {
-    slots[p] = lease->pages[p / page_size] * page_size + p % page_size;
+  for (int64_t k = 0; k * page_size < n; ++k) {
+    const int32_t base = lease->pages[k] * page_size;
+    const int64_t end = std::min<int64_t>(n, (k + 1) * page_size);
+    for (int64_t p = k * page_size; p < end; ++p) {
+      slots[p] = base + static_cast<int32_t>(p - k * page_size);
+    }
   }
   const InsertResult inserted =
       tree->Insert(request.tokens, slots, bit, now_ms, lease->priority);
