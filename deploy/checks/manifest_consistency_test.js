@@ -422,19 +422,20 @@ function checkRedis(ctx, c) {
   // redis-server chdirs to `dir` while it reads the file: point it at the
   // test's folder (the manifest's value is checked against the PVC below).
   fs.writeFileSync(path.join(dir, 'redis.conf'), conf.text.replace(/^dir\s+\S+/m, `dir ${dir}`));
-  const sock = path.join(dir, 'redis.sock');
+  // A short socket path (sun_path holds 108 bytes; TEST_TMPDIR is long).
+  const sockDir = fs.mkdtempSync('/tmp/rkv-redis-');
+  const sock = path.join(sockDir, 'redis.sock');
+  const logFile = path.join(dir, 'redis.log');
   // The manifest's config, with the network and data dir moved into the test.
   const { spawn } = require('child_process');
   const server = spawn('/usr/bin/redis-server', [path.join(dir, 'redis.conf'), '--port', '0', '--unixsocket', sock,
-    '--dir', dir, '--daemonize', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  server.stdout.on('data', (d) => { log += d; });
-  server.stderr.on('data', (d) => { log += d; });
+    '--dir', dir, '--daemonize', 'no', '--logfile', logFile], { stdio: 'ignore' });
+  const readLog = () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '');
   const cli = (...args) => spawnSync('/usr/bin/redis-cli', ['-s', sock, ...args], { encoding: 'utf8' });
   const deadline = Date.now() + 10000;
   while (Date.now() < deadline && cli('PING').stdout.trim() !== 'PONG') spawnSync('sleep', ['0.05']);
   const get = (k) => cli('CONFIG', 'GET', k).stdout.trim().split('\n')[1];
-  check(cli('PING').stdout.trim() === 'PONG', `${where}: redis-server did not start with the manifest's redis.conf: ${log}`);
+  check(cli('PING').stdout.trim() === 'PONG', `${where}: redis-server did not start with the manifest's redis.conf: ${readLog()}`);
   check(get('appendonly') === 'yes', `${where}: redis.conf must turn the append-only file on (appendonly ${get('appendonly')})`);
   const confPort = Number((/^port\s+(\d+)/m.exec(conf.text) || [])[1]);
   ctx.redisPort = confPort;
@@ -444,6 +445,8 @@ function checkRedis(ctx, c) {
   check(dataMount && dataMount.mountPath === confDir, `${where}: redis.conf dir ${confDir} is not the PVC mount`);
   check((ctx.obj.spec.volumeClaimTemplates || []).some((t) => t.metadata.name === 'data'), `${where}: Redis has no PersistentVolumeClaim`);
   server.kill('SIGTERM');
+  spawnSync('sleep', ['0.2']);
+  fs.rmSync(sockDir, { recursive: true, force: true });
 }
 
 function checkOtherContainer(ctx, c) {

@@ -45,7 +45,7 @@ fi
 export NODE_PATH="$modules"
 # Inputs of the checks: deploy/ and the binaries from the runfiles tree; the
 # source tree behind it for files no Bazel target exports (main.cc).
-export RADIXKV_DEPLOY_DIR="${root}/deploy"
+export RADIXKV_DEPLOY_DIR="${RADIXKV_DEPLOY_DIR:-${root}/deploy}"
 export RADIXKV_BIN_DIR="${RADIXKV_BIN_DIR:-${root}}"
-export RADIXKV_SOURCE_ROOT="$(dirname "$deploy_src")"
+export RADIXKV_SOURCE_ROOT="${RADIXKV_SOURCE_ROOT:-$(dirname "$deploy_src")}"
 exec node "${root}/deploy/checks/${script}" "$@"

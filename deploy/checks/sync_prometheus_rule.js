@@ -9,7 +9,7 @@ const fs = require('fs');
 const path = require('path');
 const YAML = require('yaml');
 
-const deployDir = path.resolve(__dirname, '..');
+const deployDir = path.resolve(process.env.RADIXKV_DEPLOY_DIR || path.join(__dirname, '..'));
 const alertsFile = path.join(deployDir, 'monitoring', 'alerts.yml');
 const ruleFile = path.join(deployDir, 'k8s', 'monitoring', 'prometheus-rule.yaml');
 
