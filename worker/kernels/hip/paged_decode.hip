@@ -491,12 +491,12 @@ int SetSmemLimit(Kernel kernel, size_t bytes) {
       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-// cp.async pipeline depth of DecodeMmaKernel: 3 (default) or 2, overridable
+// cp.async pipeline depth of DecodeMmaKernel: 2 (default) or 3, overridable
 // with RADIXKV_DECODE_STAGES for benchmarking (docs/kernel-notes.md).
 int DecodePipelineStages() {
   static const int stages = [] {
     const char* env = std::getenv("RADIXKV_DECODE_STAGES");
-    return env != nullptr && env[0] == '2' ? 2 : 3;
+    return env != nullptr && env[0] == '3' ? 3 : 2;
   }();
   return stages;
 }
