@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <list>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -54,15 +55,74 @@ class CacheAwarePolicy : public PlacementPolicy {
     if (absl::Status s = CheckInput(input); !s.ok()) return s;
     std::vector<int64_t> hits;
     hits.reserve(input.candidates.size());
-    for (const WorkerCandidate& c : input.candidates) {
-      hits.push_back(c.matched_tokens);
+    uint64_t rotation;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const WorkerCandidate& c : input.candidates) {
+        hits.push_back(std::max(
+            c.matched_tokens, InFlightHit(c.worker_id, c.epoch, input.tokens)));
+      }
+      rotation = rotation_++;
     }
-    return ChooseByPrefixAndLoad(input, hits, options_, rotation_++);
+    return ChooseByPrefixAndLoad(input, hits, options_, rotation);
+  }
+
+  void OnDispatched(const std::string& worker_id, int64_t epoch,
+                    absl::Span<const int32_t> tokens) override {
+    absl::MutexLock lock(&mu_);
+    InFlight& f = in_flight_[worker_id];
+    if (f.epoch != epoch) {
+      f.epoch = epoch;
+      f.prompts.clear();
+    }
+    f.prompts.emplace_back(tokens.begin(), tokens.end());
+  }
+
+  void OnFinished(const std::string& worker_id, int64_t epoch,
+                  absl::Span<const int32_t> tokens) override {
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(worker_id);
+    if (it == in_flight_.end() || it->second.epoch != epoch) return;
+    auto& prompts = it->second.prompts;
+    for (auto p = prompts.begin(); p != prompts.end(); ++p) {
+      if (p->size() == tokens.size() &&
+          std::equal(p->begin(), p->end(), tokens.begin())) {
+        prompts.erase(p);
+        return;
+      }
+    }
   }
 
  private:
+  struct InFlight {
+    int64_t epoch = 0;
+    std::list<std::vector<int32_t>> prompts;
+  };
+
+  // Longest common prefix of `tokens` with a prompt in flight on the worker
+  // (at most kMaxScanned prompts are compared).
+  int64_t InFlightHit(const std::string& worker_id, int64_t epoch,
+                      absl::Span<const int32_t> tokens)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    constexpr int kMaxScanned = 256;
+    auto it = in_flight_.find(worker_id);
+    if (it == in_flight_.end() || it->second.epoch != epoch) return 0;
+    int64_t best = 0;
+    int scanned = 0;
+    for (const std::vector<int32_t>& p : it->second.prompts) {
+      if (++scanned > kMaxScanned) break;
+      const size_t n = std::min(p.size(), tokens.size());
+      size_t k = 0;
+      while (k < n && p[k] == tokens[k]) ++k;
+      best = std::max<int64_t>(best, static_cast<int64_t>(k));
+    }
+    return best;
+  }
+
   const CacheAwareOptions options_;
-  std::atomic<uint64_t> rotation_{0};
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
+  uint64_t rotation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class RoundRobinPolicy : public PlacementPolicy {

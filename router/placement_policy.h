@@ -4,9 +4,14 @@
 //
 // Policies (flag --policy of the router):
 //   cache_aware  (default) scores each worker by the prefill tokens it would
-//                compute (prompt - exact matched prefix) and its outstanding
-//                load, with a load-imbalance guard. Uses the exact residency
-//                of the global radix tree (design brief, "one request" 2).
+//                compute (prompt - hit) and its outstanding load, with a
+//                load-imbalance guard. The hit is the exact residency of the
+//                global radix tree (design brief, "one request" 2), or, when
+//                longer, the common prefix with a prompt this router has in
+//                flight on that worker (in-flight affinity: a prefix being
+//                computed there is committed when that request finishes, so
+//                requests of one group or conversation keep landing where
+//                their prefix is or will be).
 //   round_robin  ignores residency and load.
 //   least_load   the worker with the fewest outstanding tokens.
 //   approx_tree  the cache_aware scoring, but with hit lengths from a
@@ -114,6 +119,11 @@ class PlacementPolicy {
   // (approx_tree learns from it; a new epoch forgets the worker's tree).
   virtual void OnDispatched(const std::string& worker_id, int64_t epoch,
                             absl::Span<const int32_t> tokens) {}
+
+  // Tells the policy that the attempt dispatched with the same arguments
+  // ended (any outcome). Every OnDispatched is paired with one OnFinished.
+  virtual void OnFinished(const std::string& worker_id, int64_t epoch,
+                          absl::Span<const int32_t> tokens) {}
 };
 
 // Creates the policy called `name` (cache_aware, round_robin, least_load,

@@ -172,6 +172,34 @@ TEST(PlacementPolicyTest, ApproxTreeLearnsOnlyFromWhatItRouted) {
   EXPECT_EQ(d->kind, PlacementDecisionKind::kNoPrefix);
 }
 
+TEST(PlacementPolicyTest, CacheAwareFollowsPrefixesInFlightUntilFinished) {
+  auto policy = Make("cache_aware");
+  std::vector<int32_t> first = Prompt(60);
+  std::vector<int32_t> second = Prompt(60);
+  second[50] = 999;  // shares 50 tokens with `first`
+  PlacementInput in;
+  in.tokens = second;
+  in.candidates = {Worker("a", 0, 0), Worker("b", 0, 0)};
+  policy->OnDispatched("b", 1, first);
+  auto d = policy->Choose(in);
+  EXPECT_EQ(d->index, 1);
+  EXPECT_EQ(d->kind, PlacementDecisionKind::kPrefixHit);
+  EXPECT_EQ(d->predicted_hit_tokens, 50);
+  // The exact residency wins when longer.
+  in.candidates = {Worker("a", 55, 0), Worker("b", 0, 0)};
+  d = policy->Choose(in);
+  EXPECT_EQ(d->index, 0);
+  EXPECT_EQ(d->predicted_hit_tokens, 55);
+  // Finished (committed or failed): only Match speaks for it now.
+  policy->OnFinished("b", 1, first);
+  in.candidates = {Worker("a", 0, 0), Worker("b", 0, 0)};
+  EXPECT_EQ(policy->Choose(in)->predicted_hit_tokens, 0);
+  // A restarted worker (new epoch) has nothing in flight.
+  policy->OnDispatched("b", 1, first);
+  in.candidates = {Worker("a", 0, 0), Worker("b", 0, 0, /*epoch=*/2)};
+  EXPECT_EQ(policy->Choose(in)->predicted_hit_tokens, 0);
+}
+
 TEST(PlacementPolicyTest, DecisionNamesAreStable) {
   EXPECT_EQ(PlacementDecisionName(PlacementDecisionKind::kPrefixHit),
             "prefix_hit");

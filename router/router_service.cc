@@ -419,6 +419,7 @@ grpc::Status RouterService::Generate(
       absl::MutexLock l(&flight->mu);
       if (flight->aborted || flight->client_gone) {
         load_.Finish(target.worker_id, prefill + decode_tokens);
+        policy->OnFinished(target.worker_id, target.epoch, tokens);
         break;
       }
       flight->worker_context = &worker_ctx;
@@ -453,6 +454,7 @@ grpc::Status RouterService::Generate(
       client_gone = flight->client_gone || write_failed;
     }
     load_.Finish(target.worker_id, charged);
+    policy->OnFinished(target.worker_id, target.epoch, tokens);
 
     if (aborted) {
       return finish("aborted", grpc::Status(grpc::StatusCode::CANCELLED,

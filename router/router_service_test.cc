@@ -390,7 +390,7 @@ TEST_F(RouterServiceTest, LoadIsCountedAtDispatch) {
   auto r1 = stub_->Generate(&c1, Tokens({1, 2, 3, 4}, "blk-1"));
   GenerateResponse chunk;
   ASSERT_TRUE(r1->Read(&chunk));
-  auto r2 = stub_->Generate(&c2, Tokens({1, 2, 3, 4}, "blk-2"));
+  auto r2 = stub_->Generate(&c2, Tokens({5, 6, 7, 8}, "blk-2"));
   ASSERT_TRUE(r2->Read(&chunk));
   EXPECT_EQ(a_->requests().size(), 1u);
   EXPECT_EQ(b_->requests().size(), 1u);
