@@ -365,7 +365,8 @@ int main(int argc, char** argv) {
   (*scheduler)
       ->Drain(absl::Now() +
               absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
-  (*server)->Shutdown(absl::Seconds(5));
+  // Drained: every stream has its final event, so a short grace suffices.
+  (*server)->Shutdown(absl::Seconds(1));
   scheduler->reset();
   spdlog::info("worker stopped cleanly");
   return 0;

@@ -1,0 +1,371 @@
+"""The worker binary (embedded radixkv-demo-llama model on the CPU backend)
+against a real cache_service process on loopback, through a Python gRPC
+client generated from proto/:
+
+- two turns of one conversation: the second turn computes only its new
+  tokens (GetStats deltas, usage.cached_tokens), and greedy outputs equal a
+  run with the prefix cache disabled;
+- a text prompt gives the same generation as its token ids, with text deltas;
+- bad input is INVALID_ARGUMENT and takes no lease;
+- a client that cancels mid-stream leaves no lease behind;
+- a worker whose cache service is unreachable answers UNAVAILABLE;
+- /metrics exposes the scheduler metrics;
+- SIGTERM drains, deregisters from the cache service and exits 0.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import radixkv_stubs  # noqa: E402
+
+ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
+STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
+CS = STUBS.cache_service_pb2
+COMMON = STUBS.common_pb2
+WK = STUBS.worker_pb2
+CACHE_SERVICE = os.path.join(ROOT, "cache_service/cache_service")
+WORKER = os.path.join(ROOT, "worker/worker")
+WORKER_ID = "worker-under-test"
+PAGE_SIZE = 16
+
+# Tokenization of PROMPT_TEXT by the model's tokenizer.model (BOS first),
+# cross-checked by test_text_prompt_matches_token_ids.
+PROMPT_TEXT = ("Permission is hereby granted, free of charge, to any person "
+               "obtaining a copy of this software")
+PROMPT_IDS = [
+    1, 309, 366, 269, 372, 377, 269, 377, 387, 263, 378, 404, 405, 377, 406,
+    382, 291, 379, 277, 402, 297, 271, 378, 288, 279, 387, 308, 406, 378, 402,
+    322, 367, 405, 287, 263, 385, 262, 377, 381, 404, 379, 384, 268, 320, 266,
+    279, 316, 288, 349, 295, 358
+]
+# " and associated documentation files", without BOS: the user's next turn.
+NEXT_TURN_IDS = [
+    259, 384, 281, 266, 385, 385, 381, 386, 380, 294, 277, 305, 381, 386, 390,
+    391, 328, 334, 297, 312, 283
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A binary as a subprocess, its output in a temp file."""
+
+    def __init__(self, args):
+        self.log = tempfile.NamedTemporaryFile(prefix="radixkv_", suffix=".log",
+                                               delete=False)
+        self.proc = subprocess.Popen(args, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+
+    def output(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def wait_serving(self, port, timeout_s=30.0):
+        deadline = time.time() + timeout_s
+        # Wait for the port with plain TCP first: a gRPC channel that dials a
+        # closed port backs off for seconds before it retries.
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError("exited early:\n" + self.output())
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise AssertionError("port closed:\n" + self.output())
+                time.sleep(0.05)
+        channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+        health = STUBS.health_pb2_grpc.HealthStub(channel)
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("exited early:\n" + self.output())
+            try:
+                reply = health.Check(STUBS.health_pb2.HealthCheckRequest(),
+                                     timeout=1)
+                if reply.status == STUBS.health_pb2.HealthCheckResponse.SERVING:
+                    return channel
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("not serving:\n" + self.output())
+
+    def stop(self):
+        """SIGTERM; returns (exit code, output)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.returncode, self.output()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def generate(stub, ids=None, text=None, max_new_tokens=16, **kwargs):
+    """Runs one streamed Generate; returns (token ids, text, last response)."""
+    request = COMMON.GenerateRequest(
+        sampling=COMMON.SamplingParams(max_new_tokens=max_new_tokens), **kwargs)
+    if ids is not None:
+        request.token_ids.ids.extend(ids)
+    if text is not None:
+        request.text = text
+    tokens, pieces, last = [], [], None
+    for response in stub.Generate(request, timeout=120):
+        tokens.extend(response.token_ids)
+        pieces.append(response.text)
+        last = response
+    return tokens, "".join(pieces), last
+
+
+class WorkerWithCacheServiceTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cache_port = free_port()
+        cls.cache = Process([
+            CACHE_SERVICE, "--bind_address=127.0.0.1",
+            "--grpc_port=%d" % cls.cache_port, "--metrics_port=0"
+        ])
+        cache_channel = cls.cache.wait_serving(cls.cache_port)
+        cls.cache_stub = STUBS.cache_service_pb2_grpc.CacheServiceStub(
+            cache_channel)
+        cls.port = free_port()
+        cls.metrics_port = free_port()
+        cls.worker = Process([
+            WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % cls.port,
+            "--metrics_port=%d" % cls.metrics_port,
+            "--cache_service=127.0.0.1:%d" % cls.cache_port,
+            "--worker_id=" + WORKER_ID, "--page_size=%d" % PAGE_SIZE,
+            "--kv_capacity_tokens=4096", "--max_prefill_tokens=32",
+            "--threads=2", "--drain_timeout_s=20"
+        ])
+        channel = cls.worker.wait_serving(cls.port)
+        cls.stub = STUBS.worker_pb2_grpc.WorkerStub(channel)
+        # Registered once the cache service lists the worker.
+        deadline = time.time() + 30
+        while True:
+            try:
+                cls.cache_stub.Stats(CS.StatsRequest(worker_id=WORKER_ID),
+                                     timeout=1)
+                break
+            except grpc.RpcError:
+                if time.time() > deadline:
+                    raise AssertionError("worker never registered:\n" +
+                                         cls.worker.output())
+                time.sleep(0.05)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.kill()
+        cls.cache.kill()
+
+    def stats(self):
+        return self.stub.GetStats(WK.WorkerStatsRequest(), timeout=10)
+
+    def cache_worker_stats(self):
+        reply = self.cache_stub.Stats(CS.StatsRequest(worker_id=WORKER_ID),
+                                      timeout=10)
+        self.assertEqual(len(reply.workers), 1)
+        return reply.workers[0]
+
+    def wait_no_leases(self, timeout_s=10.0):
+        deadline = time.time() + timeout_s
+        while True:
+            leases = self.cache_worker_stats().active_leases
+            if leases == 0 or time.time() > deadline:
+                return leases
+            time.sleep(0.05)
+
+    def test_1_two_turns_second_computes_only_new_tokens(self):
+        self.cache_stub.Flush(CS.FlushRequest(worker_id=WORKER_ID), timeout=10)
+        before = self.stats()
+        turn1, text1, last1 = generate(self.stub, ids=PROMPT_IDS,
+                                       max_new_tokens=24, return_text=True)
+        self.assertTrue(last1.finished)
+        self.assertEqual(last1.worker_id, WORKER_ID)
+        self.assertEqual(last1.usage.prompt_tokens, len(PROMPT_IDS))
+        self.assertEqual(last1.usage.cached_tokens, 0)
+        self.assertEqual(last1.usage.completion_tokens, len(turn1))
+        self.assertGreater(len(turn1), 0)
+        self.assertTrue(text1)
+        after1 = self.stats()
+        self.assertEqual(
+            after1.prefill_tokens_computed - before.prefill_tokens_computed,
+            len(PROMPT_IDS))
+
+        # Turn 2: the whole conversation so far plus the user's new tokens.
+        # Turn 1 committed its prompt and every generated token except the
+        # last (whose KV was never computed), all reusable token-granularly.
+        prompt2 = PROMPT_IDS + turn1 + NEXT_TURN_IDS
+        committed = len(PROMPT_IDS) + len(turn1) - 1
+        turn2, _, last2 = generate(self.stub, ids=prompt2, max_new_tokens=16)
+        after2 = self.stats()
+        self.assertEqual(last2.usage.cached_tokens, committed)
+        self.assertEqual(
+            after2.prefill_tokens_computed - after1.prefill_tokens_computed,
+            len(prompt2) - committed)
+        self.assertEqual(len(prompt2) - committed, len(NEXT_TURN_IDS) + 1)
+        self.assertEqual(
+            after2.prefill_tokens_reused - after1.prefill_tokens_reused,
+            committed)
+
+        # The same two prompts without the prefix cache: identical greedy
+        # outputs, everything computed.
+        base1, base_text1, _ = generate(self.stub, ids=PROMPT_IDS,
+                                        max_new_tokens=24, return_text=True,
+                                        disable_prefix_cache=True)
+        self.assertEqual(base1, turn1)
+        self.assertEqual(base_text1, text1)
+        base2, _, last_base2 = generate(self.stub, ids=prompt2,
+                                        max_new_tokens=16,
+                                        disable_prefix_cache=True)
+        self.assertEqual(last_base2.usage.cached_tokens, 0)
+        self.assertEqual(base2, turn2)
+        after3 = self.stats()
+        self.assertEqual(
+            after3.prefill_tokens_computed - after2.prefill_tokens_computed,
+            len(PROMPT_IDS) + len(prompt2))
+        self.assertEqual(self.wait_no_leases(), 0)
+        sys.stderr.write("turn 1: %r\nturn 2 cached %d of %d prompt tokens\n" %
+                         (text1, last2.usage.cached_tokens, len(prompt2)))
+
+    def test_2_text_prompt_matches_token_ids(self):
+        by_text, text, last = generate(self.stub, text=PROMPT_TEXT,
+                                       max_new_tokens=12, return_text=True,
+                                       disable_prefix_cache=True)
+        by_ids, text_ids, _ = generate(self.stub, ids=PROMPT_IDS,
+                                       max_new_tokens=12, return_text=True,
+                                       disable_prefix_cache=True)
+        self.assertEqual(last.usage.prompt_tokens, len(PROMPT_IDS))
+        self.assertEqual(by_text, by_ids)
+        self.assertEqual(text, text_ids)
+        self.assertTrue(text)
+
+    def test_3_bad_input_is_invalid_argument_without_leases(self):
+        acquires_before = self.cache_worker_stats().prefix_query_tokens
+        cases = {
+            "empty prompt": dict(ids=[]),
+            "token id = vocab": dict(ids=[1, 512]),
+            "unknown model": dict(ids=PROMPT_IDS, model="no-such-model"),
+            "max_new_tokens 0": dict(ids=PROMPT_IDS, max_new_tokens=0),
+            "max_new_tokens 65537": dict(ids=PROMPT_IDS, max_new_tokens=65537),
+        }
+        for name, kwargs in cases.items():
+            with self.subTest(case=name):
+                with self.assertRaises(grpc.RpcError) as err:
+                    generate(self.stub, **kwargs)
+                self.assertEqual(err.exception.code(),
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+        request = COMMON.GenerateRequest(
+            sampling=COMMON.SamplingParams(max_new_tokens=4, top_p=1.5))
+        request.token_ids.ids.extend(PROMPT_IDS)
+        with self.assertRaises(grpc.RpcError) as err:
+            list(self.stub.Generate(request, timeout=30))
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(self.cache_worker_stats().active_leases, 0)
+        self.assertEqual(self.cache_worker_stats().prefix_query_tokens,
+                         acquires_before)
+
+    def test_4_client_cancel_releases_lease(self):
+        request = COMMON.GenerateRequest(
+            request_id="cancel-me",
+            sampling=COMMON.SamplingParams(max_new_tokens=1500,
+                                           ignore_eos=True))
+        request.token_ids.ids.extend(PROMPT_IDS)
+        aborted_before = self.stats().requests_aborted
+        call = self.stub.Generate(request, timeout=120)
+        first = next(call)
+        self.assertEqual(len(first.token_ids), 1)
+        self.assertEqual(self.cache_worker_stats().active_leases, 1)
+        call.cancel()
+        self.assertEqual(self.wait_no_leases(), 0)
+        deadline = time.time() + 10
+        while (self.stats().requests_aborted == aborted_before and
+               time.time() < deadline):
+            time.sleep(0.05)
+        self.assertEqual(self.stats().requests_aborted, aborted_before + 1)
+        while self.stats().load.running_requests and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.stats().load.running_requests, 0)
+
+    def scrape_metrics(self):
+        body = urllib.request.urlopen(
+            "http://127.0.0.1:%d/metrics" % self.metrics_port,
+            timeout=10).read().decode()
+        values = {}
+        for line in body.splitlines():
+            if line and not line.startswith("#") and "{" not in line:
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def test_5_metrics_exposed(self):
+        generate(self.stub, ids=PROMPT_IDS, max_new_tokens=4)
+        # Gauges are published at the end of the scheduler step that
+        # streamed the last token.
+        deadline = time.time() + 10
+        values = self.scrape_metrics()
+        while (values["radixkv_worker_running_requests"] != 0 and
+               time.time() < deadline):
+            time.sleep(0.05)
+            values = self.scrape_metrics()
+        self.assertEqual(values["radixkv_worker_running_requests"], 0)
+        self.assertGreater(
+            values["radixkv_worker_time_to_first_token_seconds_count"], 0)
+        self.assertGreater(values["radixkv_worker_decode_tokens_total"], 0)
+        self.assertGreater(values["radixkv_worker_step_seconds_count"], 0)
+        self.assertGreater(
+            values["radixkv_worker_prefill_tokens_reused_total"], 0)
+        self.assertIn("radixkv_worker_preemptions_total", values)
+
+    def test_6_unreachable_cache_service_is_unavailable(self):
+        port = free_port()
+        dead = free_port()
+        other = Process([
+            WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
+            "--metrics_port=0", "--cache_service=127.0.0.1:%d" % dead,
+            "--worker_id=orphan", "--cache_rpc_timeout_ms=500"
+        ])
+        try:
+            channel = other.wait_serving(port)
+            stub = STUBS.worker_pb2_grpc.WorkerStub(channel)
+            with self.assertRaises(grpc.RpcError) as err:
+                generate(stub, ids=PROMPT_IDS, max_new_tokens=4)
+            self.assertEqual(err.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            code, out = other.stop()
+            self.assertEqual(code, 0, out)
+            self.assertIn("stopped cleanly", out)
+        finally:
+            other.kill()
+
+    def test_7_sigterm_drains_and_deregisters(self):
+        code, out = self.worker.stop()
+        self.assertEqual(code, 0, out)
+        self.assertIn("stopped cleanly", out)
+        self.assertIn("deregistered", out)
+        with self.assertRaises(grpc.RpcError) as err:
+            self.cache_stub.Stats(CS.StatsRequest(worker_id=WORKER_ID),
+                                  timeout=10)
+        self.assertEqual(err.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
