@@ -1,0 +1,168 @@
+#include "cache_service/radix_tree.h"
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace radixkv::cache_service {
+namespace {
+
+class RadixTreeTest : public ::testing::Test {
+ protected:
+  static constexpr int kWorkers = 3;
+  RadixTreeTest() {
+    for (int b = 0; b < kWorkers; ++b) {
+      allocators_.push_back(std::make_unique<PageAllocator>(
+          PageAllocator::Create(4096, 1).value()));
+      queues_.push_back(std::make_unique<EvictionQueue>());
+      contexts_[b] = {allocators_[b].get(), queues_[b].get(), 0};
+    }
+    tree_ = std::make_unique<RadixTree>("m", "", EvictionPolicyKind::kLru,
+                                        &contexts_, &next_node_id_);
+  }
+  // What a lease does: allocate slots, insert, drop its own references.
+  InsertResult Insert(int bit, const std::vector<int32_t>& tokens,
+                      int64_t now = 0) {
+    const std::vector<int32_t> slots =
+        allocators_[bit]->Allocate(static_cast<int32_t>(tokens.size()));
+    const InsertResult r = tree_->Insert(tokens, slots, bit, now, 0);
+    for (int32_t s : slots) allocators_[bit]->Unref(s, /*protect=*/true);
+    return r;
+  }
+  std::array<int64_t, kMaxResidentWorkers> MatchAll(
+      const std::vector<int32_t>& tokens) {
+    std::array<int64_t, kMaxResidentWorkers> out;
+    tree_->MatchAll(tokens, (1u << kWorkers) - 1, &out);
+    return out;
+  }
+  void ExpectInvariants() {
+    const absl::Status s = tree_->CheckInvariants((1u << kWorkers) - 1, locks_);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+
+  WorkerContexts contexts_;
+  uint64_t next_node_id_ = 1;
+  std::vector<std::unique_ptr<PageAllocator>> allocators_;
+  std::vector<std::unique_ptr<EvictionQueue>> queues_;
+  std::unique_ptr<RadixTree> tree_;
+  absl::flat_hash_map<std::pair<uint64_t, int>, int32_t> locks_;
+};
+
+TEST_F(RadixTreeTest, SplitsAtTokenGranularity) {
+  const InsertResult first = Insert(0, {1, 2, 3, 4, 5, 6, 7, 8});
+  EXPECT_EQ(first.inserted_tokens, 8);
+  EXPECT_EQ(first.resident_before, 0);
+  const InsertResult second = Insert(0, {1, 2, 3, 9});
+  EXPECT_EQ(second.inserted_tokens, 1);
+  EXPECT_EQ(second.resident_before, 3);
+  EXPECT_EQ(tree_->num_nodes(), 3);
+  const RadixNode* top = tree_->root()->children().at(1).get();
+  EXPECT_EQ(top->tokens(), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(top->children().size(), 2u);
+  EXPECT_EQ(top->children().at(4)->tokens(),
+            (std::vector<int32_t>{4, 5, 6, 7, 8}));
+  EXPECT_EQ(top->children().at(4)->start(), 3);
+  const PathMatch m =
+      tree_->MatchWorker(std::vector<int32_t>{1, 2, 3, 4, 5, 0}, 0);
+  EXPECT_EQ(m.matched_tokens, 5);
+  ASSERT_EQ(m.path.size(), 2u);
+  EXPECT_EQ(RadixTree::PathSlots(m, 0, 5),
+            (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  // Duplicates insert nothing; an insert ending inside an edge does not split.
+  EXPECT_EQ(Insert(0, {1, 2, 3, 4}).inserted_tokens, 0);
+  EXPECT_EQ(tree_->num_nodes(), 3);
+  ExpectInvariants();
+  EXPECT_EQ(contexts_[0].resident_tokens, 9);
+}
+
+TEST_F(RadixTreeTest, OneWalkAnswersEveryWorker) {
+  Insert(0, {1, 2, 3, 4, 5, 6, 7, 8});
+  Insert(1, {1, 2, 3, 4});
+  Insert(2, {7, 7});
+  EXPECT_EQ(tree_->num_nodes(), 3);  // [1..4]{0,1} [5..8]{0} [7,7]{2}
+  const auto out = MatchAll({1, 2, 3, 4, 5, 6, 0});
+  EXPECT_EQ(out[0], 6);
+  EXPECT_EQ(out[1], 4);
+  EXPECT_EQ(out[2], 0);
+  EXPECT_EQ(MatchAll({7, 7, 7})[2], 2);
+  ExpectInvariants();
+}
+
+TEST_F(RadixTreeTest, MatchAllAgreesWithPerWorkerMatchAndNaive) {
+  std::mt19937 rng(1234);
+  std::vector<std::vector<int32_t>> stored[kWorkers];
+  auto random_tokens = [&](int max_len) {
+    std::vector<int32_t> v(1 + rng() % max_len);
+    for (int32_t& t : v) t = static_cast<int32_t>(rng() % 3);
+    return v;
+  };
+  for (int round = 0; round < 300; ++round) {
+    const int bit = static_cast<int>(rng() % kWorkers);
+    stored[bit].push_back(random_tokens(12));
+    Insert(bit, stored[bit].back());
+    const std::vector<int32_t> query = random_tokens(14);
+    const auto all = MatchAll(query);
+    for (int b = 0; b < kWorkers; ++b) {
+      int64_t naive = 0;
+      for (const auto& s : stored[b]) {
+        int64_t i = 0;
+        while (i < static_cast<int64_t>(std::min(s.size(), query.size())) &&
+               s[i] == query[i]) {
+          ++i;
+        }
+        naive = std::max(naive, i);
+      }
+      ASSERT_EQ(all[b], naive) << "round " << round << " worker " << b;
+      ASSERT_EQ(tree_->MatchWorker(query, b).matched_tokens, naive);
+    }
+  }
+  ExpectInvariants();
+}
+
+TEST_F(RadixTreeTest, LockedPathsAreNotEvictableAndTreeShrinksToRoot) {
+  Insert(0, {1, 2, 3, 4}, /*now=*/10);
+  Insert(0, {1, 2, 5, 6}, /*now=*/20);
+  EXPECT_EQ(queues_[0]->size(), 2u);
+  RadixNode* leaf =
+      tree_->MatchWorker(std::vector<int32_t>{1, 2, 5, 6}, 0).path.back();
+  tree_->LockPath(leaf, 0);
+  locks_[{leaf->id(), 0}] = 1;
+  locks_[{leaf->parent()->id(), 0}] = 1;
+  ExpectInvariants();
+  EXPECT_EQ(queues_[0]->size(), 1u);  // only [3,4]
+  EXPECT_EQ(allocators_[0]->protected_slots(), 4);
+  EvictOutcome out = tree_->EvictLeaf(queues_[0]->Front().second, 0);
+  EXPECT_EQ(out.evicted_tokens, 2);
+  EXPECT_EQ(out.freed_pages, 2);
+  EXPECT_TRUE(queues_[0]->empty());
+  tree_->UnlockPath(leaf, 0);
+  locks_.clear();
+  ExpectInvariants();
+  EXPECT_EQ(queues_[0]->size(), 1u);  // [5,6]
+  tree_->EvictLeaf(queues_[0]->Front().second, 0);
+  EXPECT_EQ(queues_[0]->size(), 1u);  // the parent [1,2] became a leaf
+  tree_->EvictLeaf(queues_[0]->Front().second, 0);
+  EXPECT_TRUE(tree_->empty());
+  EXPECT_EQ(tree_->num_nodes(), 0);
+  EXPECT_EQ(allocators_[0]->free_slots(), 4096);
+  ExpectInvariants();
+}
+
+TEST_F(RadixTreeTest, RemoveWorkerKeepsOtherWorkers) {
+  Insert(0, {1, 2, 3, 4, 5, 6, 7, 8});
+  Insert(1, {1, 2, 3, 4});
+  tree_->RemoveWorker(0);
+  EXPECT_EQ(tree_->num_nodes(), 1);
+  EXPECT_EQ(contexts_[0].resident_tokens, 0);
+  const auto out = MatchAll({1, 2, 3, 4, 5});
+  EXPECT_EQ(out[0], 0);
+  EXPECT_EQ(out[1], 4);
+  tree_->RemoveWorker(1);
+  EXPECT_TRUE(tree_->empty());
+}
+
+}  // namespace
+}  // namespace radixkv::cache_service
