@@ -22,6 +22,9 @@ PACKAGES=(
   curl procps
   # deploy checks: a real Prometheus + promtool, Node.js for the manifest checks
   prometheus nodejs
+  # GPU kernels: AMD gfx9 compile-only CI of worker/kernels/hip (ROCm 5.2 HIP,
+  # clang 15; ~650 MB). NVIDIA builds use /usr/local/cuda/bin/nvcc.
+  hipcc
 )
 
 # deploy/'s npm packages (kubernetes-models, yaml) for the manifest checks,

@@ -102,6 +102,11 @@ using WarpMask = uint32_t;
 
 static_assert(kWarpSize == 32 || kWarpSize == 64,
               "radixkv kernels support warp/wavefront widths 32 and 64");
+#if defined(__GFX9__)
+// gfx9 (gfx906, gfx90a, ... and Hygon DCUs) is wave64: the device pass of
+// every AMD CI build proves the 64-wide path compiles (seed 5.2).
+static_assert(kWarpSize == 64, "gfx9 targets are wave64");
+#endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 
