@@ -246,6 +246,16 @@ TEST_F(GoldenTest, EmbeddedDemoModelGreedySample) {
   absl::StatusOr<std::string> text = (*tok)->Decode((*out)[0].output_ids);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, (*item)["greedy"]["new_text"].get<std::string>());
+  // Streaming the same tokens gives the same text, delta by delta.
+  IncrementalDetokenizer detok(tok->get(), *prompt);
+  std::string streamed;
+  for (int32_t id : (*out)[0].output_ids) {
+    absl::StatusOr<std::string> delta = detok.Append(id);
+    ASSERT_TRUE(delta.ok());
+    streamed += *delta;
+  }
+  streamed += *detok.Flush();
+  EXPECT_EQ(streamed, " " + *text);  // prompt context keeps the word space
   std::printf("demo model: %s|%s\n", "The license grants you the freedom to",
               text->c_str());
 }

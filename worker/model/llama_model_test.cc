@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/model/offline_generation.h"
 #include "worker/model/shared_test_data.h"
 
 namespace radixkv::worker {
@@ -459,6 +460,57 @@ TEST(LlamaModelTest, RejectsMalformedBatchesWithoutWriting) {
         << name << ": " << s;
   }
   EXPECT_TRUE(before == snapshot()) << "a rejected batch wrote the pool";
+}
+
+// Sampling on the embedded model: a seed fixes the tokens, independent of
+// which other requests share the batch; another seed changes them; top_k = 1
+// at temperature 1 is greedy.
+TEST(LlamaModelTest, SeededSamplingIsDeterministicAndTopK1IsGreedy) {
+  absl::StatusOr<std::string> dir = testing::EmbeddedModelDir();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  std::unique_ptr<CpuModelExecutor> e = MakeExecutor(*dir);
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> eos = e->config().eos_token_ids;
+  // "[BOS] The license grants you the freedom to"
+  const std::vector<int32_t> prompt = {1,   303, 387, 378, 343, 292, 377,
+                                       406, 382, 291, 379, 385, 377, 405,
+                                       284, 272, 297, 271, 277, 336, 322};
+  auto request = [&](float temperature, int32_t top_k, float top_p,
+                     uint64_t seed) {
+    OfflineRequest r;
+    r.prompt_ids = prompt;
+    r.params.temperature = temperature;
+    r.params.top_k = top_k;
+    r.params.top_p = top_p;
+    r.params.seed = seed;
+    r.params.max_new_tokens = 40;
+    r.params.ignore_eos = true;
+    return r;
+  };
+  auto generate = [&](const std::vector<OfflineRequest>& rs) {
+    absl::StatusOr<std::vector<OfflineResult>> out =
+        GenerateOffline(*e, rs, eos);
+    EXPECT_TRUE(out.ok()) << out.status();
+    std::vector<std::vector<int32_t>> ids;
+    if (out.ok()) {
+      for (const OfflineResult& r : *out) ids.push_back(r.output_ids);
+    }
+    return ids;
+  };
+  const OfflineRequest sampled = request(1.2f, 0, 0.98f, 7);
+  const std::vector<int32_t> alone = generate({sampled})[0];
+  ASSERT_EQ(alone.size(), 40u);
+  EXPECT_EQ(generate({sampled})[0], alone);
+  // Same request in the middle of a batch with different neighbours.
+  const std::vector<std::vector<int32_t>> batch = generate(
+      {request(0.7f, 20, 1.0f, 1), sampled, request(1.0f, 0, 0.9f, 99)});
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[1], alone);
+  EXPECT_NE(generate({request(1.2f, 0, 0.98f, 8)})[0], alone);
+  // Greedy vs top_k = 1.
+  const std::vector<int32_t> greedy = generate({request(0, 0, 1, 0)})[0];
+  EXPECT_EQ(generate({request(1.0f, 1, 1.0f, 123)})[0], greedy);
+  EXPECT_NE(greedy, alone);  // temperature 1.2 really sampled
 }
 
 TEST(LlamaModelTest, CreateErrors) {
