@@ -25,6 +25,8 @@
 // query row, warp width from hip_compat.h.
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
+#include <cstdlib>
+
 #include "worker/kernels/attention_combine.h"
 #include "worker/kernels/hip/attention_mma.h"
 #include "worker/kernels/hip/gpu_kernel_launch.h"
@@ -157,21 +159,29 @@ __global__ void __launch_bounds__(kThreads)
 // ------------------------------------------------------- NVIDIA tensor cores
 #if defined(RADIXKV_GPU_NVIDIA)
 
-constexpr int kBlockM = 64;
 
 // Keys per K/V tile: 64 for head_dim <= 128, 32 for 256 (shared memory).
 template <int D>
 inline constexpr int kExtendKeys = D <= 128 ? 64 : 32;
 
-template <int D>
+// Query rows per block: 16 per warp.
+template <int kWarps>
+inline constexpr int kBlockRows = 16 * kWarps;
+
+template <int D, int kWarps>
 constexpr size_t ExtendSmemBytes() {
   constexpr int kN = kExtendKeys<D>;
-  return static_cast<size_t>(kBlockM) * D * 2 + 2 * 2 * kN * D * 2 +
-         2 * kN * sizeof(int64_t);
+  return static_cast<size_t>(kBlockRows<kWarps>) * D * 2 +
+         2 * 2 * kN * D * 2 + 2 * kN * sizeof(int64_t);
 }
 
-template <int D, bool kBf16>
-__global__ void __launch_bounds__(kThreads) ExtendMmaKernel(ExtendParams p) {
+// kWarps warps x 16 query rows per block (BLOCK_M = 16 * kWarps), all
+// sharing each K/V tile.
+template <int D, int kWarps, bool kBf16>
+__global__ void __launch_bounds__(kWarps * 32)
+    ExtendMmaKernel(ExtendParams p) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kBlockM = kBlockRows<kWarps>;
   constexpr int kN = kExtendKeys<D>;
   using Warp = mma::WarpAttention<D, kN, kBf16>;
   constexpr int kChunksPerRow = D / 8;
@@ -193,14 +203,14 @@ __global__ void __launch_bounds__(kThreads) ExtendMmaKernel(ExtendParams p) {
   const int warp = tid >> 5;
 
   extern __shared__ float4 smem_f4[];
-  uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem_f4);  // [64][D]
+  uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem_f4);  // [kBlockM][D]
   uint16_t* k_tiles = q_tile + kBlockM * D;                 // [2][kN][D]
   uint16_t* v_tiles = k_tiles + 2 * kN * D;                 // [2][kN][D]
   int64_t* bases = reinterpret_cast<int64_t*>(v_tiles + 2 * kN * D);  // [2][kN]
 
   const int my_chunk = tid % kChunksPerRow;
   const int my_row0 = tid / kChunksPerRow;
-  // Q rows [m0, m0 + 64), zero beyond Le.
+  // Q rows [m0, m0 + kBlockM), zero beyond Le.
 #pragma unroll
   for (int r = my_row0; r < kBlockM; r += kRowsPerPass) {
     const bool valid = m0 + r < le;
@@ -351,18 +361,42 @@ int SetSmemLimit(Kernel kernel, size_t bytes) {
       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+#if defined(RADIXKV_GPU_NVIDIA)
+// Warps per extend block on the tensor-core path: 8 by default, 4 with
+// RADIXKV_EXTEND_WARPS=4 (benchmarking; docs/kernel-notes.md).
+int ExtendWarps() {
+  static const int warps = [] {
+    const char* env = std::getenv("RADIXKV_EXTEND_WARPS");
+    return env != nullptr && std::atoi(env) == 4 ? 4 : 8;
+  }();
+  return warps;
+}
+
+template <int D, int kWarps, bool kBf16>
+int LaunchExtendMma(ExtendParams p, const internal::ExtendLaunch& a,
+                    hipStream_t stream) {
+  constexpr int kBlockM = kBlockRows<kWarps>;
+  p.num_m_blocks = (a.max_extend_len + kBlockM - 1) / kBlockM;
+  const size_t smem = ExtendSmemBytes<D, kWarps>();
+  auto kernel = ExtendMmaKernel<D, kWarps, kBf16>;
+  if (int err = SetSmemLimit(kernel, smem)) return err;
+  hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
+                     dim3(kWarps * 32), smem, stream, p);
+  return static_cast<int>(hipGetLastError());
+}
+#endif
+
 template <int D, bool kBf16>
 int LaunchExtendTyped(ExtendParams p, const internal::ExtendLaunch& a,
                       hipStream_t stream) {
 #if defined(RADIXKV_GPU_NVIDIA)
   if (a.path == internal::KernelPath::kMatrixCore) {
-    p.num_m_blocks = (a.max_extend_len + kBlockM - 1) / kBlockM;
-    const size_t smem = ExtendSmemBytes<D>();
-    auto kernel = ExtendMmaKernel<D, kBf16>;
-    if (int err = SetSmemLimit(kernel, smem)) return err;
-    hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
-                       dim3(kThreads), smem, stream, p);
-    return static_cast<int>(hipGetLastError());
+    // 8 warps (BLOCK_M 128) for head_dim <= 128 unless RADIXKV_EXTEND_WARPS=4;
+    // head_dim 256 always uses 4 (shared memory).
+    if constexpr (D <= 128) {
+      if (ExtendWarps() == 8) return LaunchExtendMma<D, 8, kBf16>(p, a, stream);
+    }
+    return LaunchExtendMma<D, 4, kBf16>(p, a, stream);
   }
 #endif
   // kWarpSize is exact on the host for the targets this project builds (32

@@ -10,8 +10,8 @@
 // Shapes: bf16, Hq 32, Hkv 8, head_dim 128, bshd pool, random page order.
 // NVIDIA only (cuBLAS); build: build_gpu_binaries.sh.
 //
-// Usage: gpu_attention_benchmark [--quick] [--decode-only]
-// Environment: RADIXKV_DECODE_STAGES=2|3 (decode pipeline depth),
+// Usage: gpu_attention_benchmark [--quick] [--only=decode|extend|cache]
+// Environment: RADIXKV_DECODE_TILE_KEYS=16|32, RADIXKV_EXTEND_WARPS=4|8,
 // RADIXKV_DECODE_PARTITION_SIZE (overrides the heuristic for the (auto) rows).
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
@@ -39,7 +39,8 @@ using testing::DeviceBuffer;
 constexpr int32_t kHq = 32, kHkv = 8, kD = 128;
 
 bool g_quick = false;
-bool g_decode_only = false;
+// --only=decode|extend|cache: run one group (ceilings still measured).
+std::string g_only;
 
 // Median milliseconds of `iters` timed calls of fn(i) after `warmup` calls.
 double MedianMs(const std::function<void(int)>& fn, int warmup = 5,
@@ -357,19 +358,24 @@ int Main() {
   std::printf("%-18s %-26s %-16s %13s %17s %6s\n", "kernel", "shape",
               "variant", "time", "rate", "ceil%");
   const double copy = CopyCeilingGBs();
-  const double gemm = g_decode_only ? 1.0 : GemmCeilingTflops();
+  const double gemm =
+      g_only.empty() || g_only == "extend" ? GemmCeilingTflops() : 1.0;
   for (int32_t ps : {16, 1}) {
+    if (!g_only.empty() && g_only != "decode") break;
     BenchDecode(64, 4096, ps, copy, rng);
     BenchDecode(256, 1024, ps, copy, rng);
     BenchDecode(1, 32768, ps, copy, rng);
   }
-  if (g_decode_only) return 0;
-  BenchExtend(8, 2048, 512, gemm, rng, false);
-  BenchExtend(1, 0, 8192, gemm, rng, false);
-  BenchExtend(32, 1024, 128, gemm, rng, false);
-  if (!g_quick) BenchExtend(1, 0, 1024, gemm, rng, true);
-  BenchReshapeAndCache(copy, rng);
-  BenchCopyBlocks(copy, rng);
+  if (g_only.empty() || g_only == "extend") {
+    BenchExtend(8, 2048, 512, gemm, rng, false);
+    BenchExtend(1, 0, 8192, gemm, rng, false);
+    BenchExtend(32, 1024, 128, gemm, rng, false);
+    if (!g_quick && g_only.empty()) BenchExtend(1, 0, 1024, gemm, rng, true);
+  }
+  if (g_only.empty() || g_only == "cache") {
+    BenchReshapeAndCache(copy, rng);
+    BenchCopyBlocks(copy, rng);
+  }
 
   std::printf("\nSUMMARY (median of timed runs; ceilings measured above)\n");
   for (const Row& r : g_rows) {
@@ -386,8 +392,8 @@ int Main() {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) radixkv::worker::gpu::g_quick = true;
-    if (std::strcmp(argv[i], "--decode-only") == 0) {
-      radixkv::worker::gpu::g_decode_only = true;
+    if (std::strncmp(argv[i], "--only=", 7) == 0) {
+      radixkv::worker::gpu::g_only = argv[i] + 7;
     }
   }
   return radixkv::worker::gpu::Main();

@@ -42,22 +42,6 @@ __device__ __forceinline__ void StoreV(uint16_t* v_cache,
   }
 }
 
-__device__ __forceinline__ uint4 LoadV(const uint16_t* v_cache,
-                                       const KvCacheGeometry& g, int64_t slot,
-                                       int32_t head, int32_t d0) {
-  const int64_t off = g.VOffset(slot, head, d0);
-  if (g.layout != KvLayout::kVllm) {
-    return *reinterpret_cast<const uint4*>(v_cache + off);
-  }
-  const int64_t stride = g.VDimStride();
-  uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int i = 0; i < kChunkElems; ++i) {
-    w[i / 2] |= static_cast<uint32_t>(v_cache[off + i * stride]) << (16 * (i % 2));
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // Grid-stride over (token, kv_head, chunk), chunk fastest so that both the
 // [num_tokens, Hkv, D] source and a bshd destination are read/written in
 // coalesced 16-byte accesses. Tokens with a negative slot are skipped
@@ -108,11 +92,20 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* k_cache = static_cast<uint16_t*>(layer.k);
   uint16_t* v_cache = static_cast<uint16_t*>(layer.v);
   const int64_t src_base = op.src_page * g.page_size;
-  const int64_t dst_base = op.dst_page * g.page_size;
+  // Source and destination share the in-page offset, and the page is the
+  // outermost dimension of every layout, so dst = src + one constant per op
+  // (KOffset/VOffset evaluated once here instead of per chunk).
+  const int64_t k_shift = g.KOffset(op.dst_page * g.page_size, 0, 0) -
+                          g.KOffset(src_base, 0, 0);
+  const int64_t v_shift = g.VOffset(op.dst_page * g.page_size, 0, 0) -
+                          g.VOffset(src_base, 0, 0);
+  const bool v_strided = g.layout == KvLayout::kVllm;
+  const int64_t v_stride = g.VDimStride();
   const int32_t stride = gridDim.x * blockDim.x;
   for (int32_t i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < total;
        i0 += stride * kCopyUnroll) {
     uint4 kc[kCopyUnroll], vc[kCopyUnroll];
+    int64_t ko[kCopyUnroll], vo[kCopyUnroll];
 #pragma unroll
     for (int u = 0; u < kCopyUnroll; ++u) {
       const int32_t i = i0 + u * stride;
@@ -121,21 +114,36 @@ __global__ void __launch_bounds__(kThreads)
       const int32_t rem = i - token * chunks_per_token;
       const int32_t head = rem / chunks_per_head;
       const int32_t d0 = (rem - head * chunks_per_head) * kChunkElems;
-      kc[u] = *reinterpret_cast<const uint4*>(
-          k_cache + g.KOffset(src_base + token, head, d0));
-      vc[u] = LoadV(v_cache, g, src_base + token, head, d0);
+      ko[u] = g.KOffset(src_base + token, head, d0);
+      vo[u] = v_strided ? g.VOffset(src_base + token, head, d0) : ko[u];
+      kc[u] = *reinterpret_cast<const uint4*>(k_cache + ko[u]);
+      if (!v_strided) {
+        vc[u] = *reinterpret_cast<const uint4*>(v_cache + vo[u]);
+      } else {
+        uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int e = 0; e < kChunkElems; ++e) {
+          w[e / 2] |= static_cast<uint32_t>(v_cache[vo[u] + e * v_stride])
+                      << (16 * (e % 2));
+        }
+        vc[u] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kCopyUnroll; ++u) {
       const int32_t i = i0 + u * stride;
       if (i >= total) break;
-      const int32_t token = i / chunks_per_token;
-      const int32_t rem = i - token * chunks_per_token;
-      const int32_t head = rem / chunks_per_head;
-      const int32_t d0 = (rem - head * chunks_per_head) * kChunkElems;
-      *reinterpret_cast<uint4*>(
-          k_cache + g.KOffset(dst_base + token, head, d0)) = kc[u];
-      StoreV(v_cache, g, dst_base + token, head, d0, vc[u]);
+      *reinterpret_cast<uint4*>(k_cache + ko[u] + k_shift) = kc[u];
+      if (!v_strided) {
+        *reinterpret_cast<uint4*>(v_cache + vo[u] + v_shift) = vc[u];
+      } else {
+        const uint32_t w[4] = {vc[u].x, vc[u].y, vc[u].z, vc[u].w};
+#pragma unroll
+        for (int e = 0; e < kChunkElems; ++e) {
+          v_cache[vo[u] + v_shift + e * v_stride] =
+              static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
+        }
+      }
     }
   }
 }

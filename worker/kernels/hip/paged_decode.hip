@@ -264,30 +264,30 @@ size_t PortableSmemBytes() {
 // ------------------------------------------------------- NVIDIA tensor cores
 #if defined(RADIXKV_GPU_NVIDIA)
 
-constexpr int kMmaKeys = 16;  // keys per warp tile
 constexpr int kMmaWarps = kThreads / 32;
 
-template <int D, int kStages>
+template <int D, int kKeys, int kStages>
 constexpr size_t MmaSmemBytes() {
-  // q tile + per warp {kStages x (K, V) x kMmaKeys x D} 16-bit elements +
+  // q tile + per warp {kStages x (K, V) x kKeys x D} 16-bit elements +
   // per warp key bases (K, V) as int64. The fp32 merge area reuses the K/V
   // buffers after the main loop.
   constexpr size_t q_bytes = kMaxRows * D * 2;
-  constexpr size_t kv_bytes = kMmaWarps * kStages * 2 * kMmaKeys * D * 2;
-  constexpr size_t base_bytes = kMmaWarps * 2 * kMmaKeys * 8;
+  constexpr size_t kv_bytes = kMmaWarps * kStages * 2 * kKeys * D * 2;
+  constexpr size_t base_bytes = kMmaWarps * 2 * kKeys * 8;
   constexpr size_t merge_bytes =
       sizeof(float) * (2 * kMmaWarps * kMaxRows + kMmaWarps * kMaxRows * D);
   static_assert(merge_bytes <= kv_bytes, "merge area must fit the K/V area");
   return q_bytes + kv_bytes + base_bytes;
 }
 
-// kStages: cp.async pipeline depth per warp (tiles in flight + 1).
-template <int D, int kStages, bool kBf16>
+// kKeys: keys per warp tile (16 or 32); kStages: cp.async pipeline depth per
+// warp (tiles in flight + 1).
+template <int D, int kKeys, int kStages, bool kBf16>
 __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
-  using Warp = mma::WarpAttention<D, kMmaKeys, kBf16>;
+  using Warp = mma::WarpAttention<D, kKeys, kBf16>;
   constexpr int kChunksPerRow = D / 8;
   constexpr int kRowsPerPass = 32 / kChunksPerRow > 0 ? 32 / kChunksPerRow : 1;
-  constexpr int kPasses = kMmaKeys / kRowsPerPass;
+  constexpr int kPasses = kKeys / kRowsPerPass;
   static_assert(kChunksPerRow <= 32, "head_dim <= 256");
   const BlockWork w = GetBlockWork(p);
   if (w.skip) return;
@@ -297,11 +297,11 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   extern __shared__ float4 smem_f4[];
   uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem_f4);
   uint16_t* kv_area = q_tile + kMaxRows * D;
-  uint16_t* k_tiles = kv_area + warp * (kStages * 2 * kMmaKeys * D);
-  uint16_t* v_tiles = k_tiles + kStages * kMmaKeys * D;  // [kStages][N][D]
+  uint16_t* k_tiles = kv_area + warp * (kStages * 2 * kKeys * D);
+  uint16_t* v_tiles = k_tiles + kStages * kKeys * D;  // [kStages][N][D]
   int64_t* bases = reinterpret_cast<int64_t*>(
-                       kv_area + kMmaWarps * kStages * 2 * kMmaKeys * D) +
-                   warp * 2 * kMmaKeys;  // [K: N][V: N]
+                       kv_area + kMmaWarps * kStages * 2 * kKeys * D) +
+                   warp * 2 * kKeys;  // [K: N][V: N]
 
   // Stage Q (rows >= w.rows zero) into shared memory.
   const int32_t b = blockIdx.y;
@@ -335,14 +335,14 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   const bool v_strided = p.g.layout == KvLayout::kVllm;
   const int64_t v_stride = p.g.VDimStride();
 
-  const int32_t num_tiles = (w.end - w.begin + kMmaKeys - 1) / kMmaKeys;
+  const int32_t num_tiles = (w.end - w.begin + kKeys - 1) / kKeys;
   const int32_t my_tiles =
       num_tiles > warp ? (num_tiles - warp + kMmaWarps - 1) / kMmaWarps : 0;
 
   auto issue = [&](int32_t it) {
-    const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kMmaKeys;
+    const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kKeys;
     const int stage = it % kStages;
-    if (lane < kMmaKeys) {
+    if (lane < kKeys) {
       const int32_t key = key0 + lane;
       int64_t kb = -1, vb = -1;
       if (key < w.end) {
@@ -351,17 +351,17 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
         vb = p.g.VOffset(slot, w.kv_head, 0);
       }
       bases[lane] = kb;
-      bases[kMmaKeys + lane] = vb;
+      bases[kKeys + lane] = vb;
     }
     WarpSync();
     if (lane_copies) {
-      uint16_t* ks = k_tiles + stage * kMmaKeys * D;
-      uint16_t* vs = v_tiles + stage * kMmaKeys * D;
+      uint16_t* ks = k_tiles + stage * kKeys * D;
+      uint16_t* vs = v_tiles + stage * kKeys * D;
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int row = my_row0 + i * kRowsPerPass;
         const int64_t kb = bases[row];
-        const int64_t vb = bases[kMmaKeys + row];
+        const int64_t vb = bases[kKeys + row];
         const int so = mma::SwizzledOffset<D>(row, my_chunk);
         mma::CpAsync16(ks + so, p.k_cache + (kb >= 0 ? kb + k_delta : 0),
                        kb >= 0);
@@ -405,8 +405,8 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
     WarpSync();
     const int stage = it % kStages;
     float s[Warp::kSTiles][4];
-    att.Scores(s, k_tiles + stage * kMmaKeys * D);
-    const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kMmaKeys;
+    att.Scores(s, k_tiles + stage * kKeys * D);
+    const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kKeys;
     const int t4 = lane & 3;
 #pragma unroll
     for (int j = 0; j < Warp::kSTiles; ++j) {
@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
         s[j][i] = key < w.end ? s[j][i] * p.scale_log2 : -INFINITY;
       }
     }
-    att.Accumulate(s, v_tiles + stage * kMmaKeys * D);
+    att.Accumulate(s, v_tiles + stage * kKeys * D);
     WarpSync();
   }
   att.Finish();
@@ -491,15 +491,29 @@ int SetSmemLimit(Kernel kernel, size_t bytes) {
       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-// cp.async pipeline depth of DecodeMmaKernel: 2 (default) or 3, overridable
-// with RADIXKV_DECODE_STAGES for benchmarking (docs/kernel-notes.md).
-int DecodePipelineStages() {
-  static const int stages = [] {
-    const char* env = std::getenv("RADIXKV_DECODE_STAGES");
-    return env != nullptr && env[0] == '3' ? 3 : 2;
+// Keys per warp tile of DecodeMmaKernel: 16 (default) or 32, overridable with
+// RADIXKV_DECODE_TILE_KEYS for benchmarking (docs/kernel-notes.md). The
+// pipeline depth is 2 stages: 3 stages measured slower on the H200 (fewer
+// resident blocks), see docs/kernel-notes.md.
+int DecodeTileKeys() {
+  static const int keys = [] {
+    const char* env = std::getenv("RADIXKV_DECODE_TILE_KEYS");
+    return env != nullptr && std::atoi(env) == 32 ? 32 : 16;
   }();
-  return stages;
+  return keys;
 }
+
+#if defined(RADIXKV_GPU_NVIDIA)
+template <int D, int kKeys, bool kBf16>
+int LaunchDecodeMma(const DecodeParams& p, dim3 grid, hipStream_t stream) {
+  constexpr int kStages = 2;
+  const size_t smem = MmaSmemBytes<D, kKeys, kStages>();
+  auto kernel = DecodeMmaKernel<D, kKeys, kStages, kBf16>;
+  if (int err = SetSmemLimit(kernel, smem)) return err;
+  hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
+  return static_cast<int>(hipGetLastError());
+}
+#endif  // RADIXKV_GPU_NVIDIA
 
 template <int D, int kGroup, bool kBf16>
 int LaunchPortable(const DecodeParams& p, dim3 grid, hipStream_t stream) {
@@ -537,18 +551,8 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   int err = 0;
 #if defined(RADIXKV_GPU_NVIDIA)
   if (path == internal::KernelPath::kMatrixCore) {
-    if (DecodePipelineStages() == 2) {
-      const size_t smem = MmaSmemBytes<D, 2>();
-      auto kernel = DecodeMmaKernel<D, 2, kBf16>;
-      if ((err = SetSmemLimit(kernel, smem))) return err;
-      hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
-    } else {
-      const size_t smem = MmaSmemBytes<D, 3>();
-      auto kernel = DecodeMmaKernel<D, 3, kBf16>;
-      if ((err = SetSmemLimit(kernel, smem))) return err;
-      hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
-    }
-    err = static_cast<int>(hipGetLastError());
+    err = DecodeTileKeys() == 32 ? LaunchDecodeMma<D, 32, kBf16>(p, grid, stream)
+                                 : LaunchDecodeMma<D, 16, kBf16>(p, grid, stream);
   } else {
     err = LaunchPortableGroup<D, kBf16>(p, grid, stream);
   }
