@@ -33,6 +33,13 @@ ABSL_FLAG(int64_t, balance_abs_tokens, 1024,
           "sends the request to the least loaded one.");
 ABSL_FLAG(double, balance_rel_ratio, 2.0,
           "Load-imbalance guard: ... and minimum load ratio between them.");
+ABSL_FLAG(int32_t, miss_affinity_tokens, 32,
+          "cache_aware: on a miss everywhere, send the prompt to the worker "
+          "chosen by rendezvous hashing of this many leading tokens; 0 = "
+          "least loaded.");
+ABSL_FLAG(int64_t, miss_affinity_slack_tokens, 256,
+          "cache_aware: ... unless that worker's load exceeds the least "
+          "loaded one's by more than this many tokens.");
 ABSL_FLAG(int64_t, approx_tree_capacity_tokens, 1 << 20,
           "approx_tree: tokens remembered per worker.");
 ABSL_FLAG(int, max_attempts, 3,
@@ -125,6 +132,10 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_balance_abs_tokens);
   options.cache_aware.balance_rel_ratio =
       absl::GetFlag(FLAGS_balance_rel_ratio);
+  options.cache_aware.miss_affinity_tokens =
+      absl::GetFlag(FLAGS_miss_affinity_tokens);
+  options.cache_aware.miss_affinity_slack_tokens =
+      absl::GetFlag(FLAGS_miss_affinity_slack_tokens);
   options.approx_tree_capacity_tokens =
       absl::GetFlag(FLAGS_approx_tree_capacity_tokens);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);

@@ -209,6 +209,38 @@ class ApproxTreePolicy : public PlacementPolicy {
   uint64_t rotation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// splitmix64 finalizer.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Rendezvous (highest random weight) hashing of the prompt's first
+// `prefix_tokens` tokens over the candidates' worker ids.
+int HomeWorker(const PlacementInput& input, int32_t prefix_tokens) {
+  uint64_t key = 1469598103934665603ULL;  // FNV-1a over the prefix
+  const size_t k = std::min<size_t>(prefix_tokens, input.tokens.size());
+  for (size_t i = 0; i < k; ++i) {
+    key = (key ^ static_cast<uint32_t>(input.tokens[i])) * 1099511628211ULL;
+  }
+  int home = 0;
+  uint64_t best = 0;
+  for (size_t i = 0; i < input.candidates.size(); ++i) {
+    uint64_t h = key;
+    for (char c : input.candidates[i].worker_id) {
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    }
+    h = Mix(h);
+    if (i == 0 || h > best) {
+      best = h;
+      home = static_cast<int>(i);
+    }
+  }
+  return home;
+}
+
 }  // namespace
 
 absl::string_view PlacementDecisionName(PlacementDecisionKind kind) {
@@ -276,6 +308,14 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
     d.kind = PlacementDecisionKind::kLoadGuard;
   } else if (max_hit == 0) {
     d.kind = PlacementDecisionKind::kNoPrefix;
+    if (options.miss_affinity_tokens > 0 && n > 1) {
+      const int home = HomeWorker(input, options.miss_affinity_tokens);
+      if (input.candidates[home].load_tokens - least_load <=
+          options.miss_affinity_slack_tokens) {
+        d.index = home;
+        d.score = score_of(home);
+      }
+    }
   } else if (hits[best] == max_hit) {
     d.kind = PlacementDecisionKind::kPrefixHit;
   } else {
@@ -298,8 +338,11 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> CreatePlacementPolicy(
     return std::unique_ptr<PlacementPolicy>(new LeastLoadPolicy());
   }
   if (name == "approx_tree") {
+    // Faithful to routers without the real cache: shortest queue on a miss.
+    CacheAwareOptions approx = options;
+    approx.miss_affinity_tokens = 0;
     return std::unique_ptr<PlacementPolicy>(
-        new ApproxTreePolicy(options, approx_tree_capacity_tokens));
+        new ApproxTreePolicy(approx, approx_tree_capacity_tokens));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown placement policy \"", name,

@@ -96,11 +96,21 @@ struct PlacementInput {
 // than the factor `balance_rel_ratio`, the least loaded worker is chosen
 // instead (the SGLang router's balance_abs/rel thresholds, in tokens), so a
 // hot shared prefix cannot pile every request onto one worker.
+//
+// Miss affinity (cache_aware only): when no worker holds any prefix of the
+// prompt, the request goes to the prompt's "home" worker, chosen by
+// rendezvous hashing of its first `miss_affinity_tokens` tokens, unless the
+// home's load exceeds the least loaded worker's by more than
+// `miss_affinity_slack_tokens` (then the least loaded). Requests sharing a
+// system prompt thus keep meeting on one worker even after their prefix was
+// evicted, instead of scattering by load. 0 tokens disables it.
 struct CacheAwareOptions {
   double prefill_weight = 1.0;
   double load_weight = 1.0;
   int64_t balance_abs_tokens = 1024;
   double balance_rel_ratio = 2.0;
+  int32_t miss_affinity_tokens = 32;
+  int64_t miss_affinity_slack_tokens = 256;
 };
 
 // Thread-safe: Choose and OnDispatched may be called from any thread.

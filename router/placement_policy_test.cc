@@ -114,7 +114,9 @@ TEST(PlacementPolicyTest, PredictedHitLeavesOneTokenToCompute) {
 }
 
 TEST(PlacementPolicyTest, NoPrefixSpreadsEqualWorkersFairly) {
-  auto policy = Make("cache_aware");
+  CacheAwareOptions options;
+  options.miss_affinity_tokens = 0;  // pure load, rotating ties
+  auto policy = Make("cache_aware", options);
   std::vector<int32_t> tokens = Prompt(10);
   PlacementInput in;
   in.tokens = tokens;
@@ -126,6 +128,31 @@ TEST(PlacementPolicyTest, NoPrefixSpreadsEqualWorkersFairly) {
     ++count[d->index];
   }
   EXPECT_EQ(count, std::vector<int>({10, 10, 10}));
+}
+
+TEST(PlacementPolicyTest, MissAffinitySendsAPromptFamilyHomeWithinSlack) {
+  auto policy = Make("cache_aware");  // 32 tokens, slack 256
+  std::vector<int> homes(3, 0);
+  std::vector<int> count(3, 0);
+  for (int family = 0; family < 60; ++family) {
+    std::vector<int32_t> tokens = Prompt(40, family * 1000);
+    PlacementInput in;
+    in.tokens = tokens;
+    in.candidates = {Worker("a", 0, 0), Worker("b", 0, 0), Worker("c", 0, 0)};
+    auto first = policy->Choose(in);
+    ++count[first->index];
+    // Same first 32 tokens, different tail: same home, whatever the rotation.
+    tokens[39] = -5;
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(policy->Choose(in)->index, first->index);
+    }
+    // The home is overloaded beyond the slack: least loaded instead.
+    in.candidates[first->index].load_tokens = 300;
+    auto spilled = policy->Choose(in);
+    EXPECT_NE(spilled->index, first->index);
+    EXPECT_EQ(spilled->kind, PlacementDecisionKind::kNoPrefix);
+  }
+  for (int c : count) EXPECT_GE(c, 8);  // 60 families spread over 3 workers
 }
 
 TEST(PlacementPolicyTest, RoundRobinCyclesAndLeastLoadPicksMinimum) {

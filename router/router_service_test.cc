@@ -381,11 +381,13 @@ TEST_F(RouterServiceTest, PolicyOverrideRoundRobinAlternates) {
 }
 
 TEST_F(RouterServiceTest, LoadIsCountedAtDispatch) {
-  // Both workers hold nothing and report no load: the first request blocks
-  // on one worker, so the second must go to the other one.
+  // Both workers hold nothing and report no load (heartbeat): the first
+  // request blocks on one worker, so the second must go to the other one.
   a_->set_mode(FakeWorker::Mode::kBlock);
   b_->set_mode(FakeWorker::Mode::kBlock);
-  StartRouter();
+  RouterOptions options;
+  options.policy = "least_load";
+  StartRouter(options);
   grpc::ClientContext c1, c2;
   auto r1 = stub_->Generate(&c1, Tokens({1, 2, 3, 4}, "blk-1"));
   GenerateResponse chunk;
