@@ -12,6 +12,7 @@ namespace radixkv::worker {
 namespace {
 
 constexpr int64_t kAlignBytes = 64;
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 int64_t AlignUp(int64_t bytes) {
   return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
@@ -66,14 +67,25 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(int num_layers,
   }
   const int64_t layer_bytes = AlignUp(geometry.BytesPerLayer());
   const int64_t total = 2 * static_cast<int64_t>(num_layers) * layer_bytes;
-  void* base = mmap(nullptr, static_cast<size_t>(total), PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) {
+  // Over-map by one huge page so the tensors can start 2 MiB aligned.
+  const size_t mapped = static_cast<size_t>(total) + kHugePageBytes;
+  void* mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map ", total, " bytes for the KV pool"));
   }
-  return std::unique_ptr<KvPool>(new KvPool(num_layers, geometry, dtype, base,
-                                            static_cast<size_t>(total)));
+  // Kernels gather one row per token from pages in arbitrary order across the
+  // whole pool: with 4 KiB pages nearly every row is a TLB miss. Ask for
+  // transparent huge pages (advisory; ignored where THP is off).
+  const uintptr_t aligned =
+      (reinterpret_cast<uintptr_t>(mapping) + kHugePageBytes - 1) &
+      ~static_cast<uintptr_t>(kHugePageBytes - 1);
+  madvise(reinterpret_cast<void*>(aligned), static_cast<size_t>(total),
+          MADV_HUGEPAGE);
+  return std::unique_ptr<KvPool>(new KvPool(num_layers, geometry, dtype,
+                                            mapping, mapped,
+                                            reinterpret_cast<void*>(aligned)));
 }
 
 absl::StatusOr<std::unique_ptr<KvPool>> KvPool::CreateFromBudget(
@@ -119,15 +131,16 @@ int64_t KvPool::BytesPerSlot(int num_layers, int32_t num_kv_heads,
 }
 
 KvPool::KvPool(int num_layers, KvCacheGeometry geometry, DType dtype,
-               void* base, size_t mapped_bytes)
+               void* mapping, size_t mapped_bytes, void* base)
     : num_layers_(num_layers),
       geometry_(geometry),
       dtype_(dtype),
-      base_(base),
+      mapping_(mapping),
       mapped_bytes_(mapped_bytes),
+      base_(base),
       layer_stride_bytes_(AlignUp(geometry.BytesPerLayer())) {}
 
-KvPool::~KvPool() { munmap(base_, mapped_bytes_); }
+KvPool::~KvPool() { munmap(mapping_, mapped_bytes_); }
 
 namespace {
 [[noreturn]] void LayerOutOfRange(int layer, int num_layers) {

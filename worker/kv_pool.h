@@ -6,8 +6,10 @@
 // service, not here; the pool only owns bytes and the address arithmetic
 // (worker/kv_cache_layout.h).
 //
-// Memory: one anonymous mapping, zero-filled lazily by the OS, 64-byte
-// aligned tensors, layer l's K at base + 2l * BytesPerLayer(), V right after.
+// Memory: one anonymous mapping, zero-filled lazily by the OS, backed by
+// transparent huge pages where available (kernels gather rows from pages in
+// arbitrary order); 64-byte aligned tensors, layer l's K at
+// base + 2l * AlignUp64(BytesPerLayer()), its V right after.
 #ifndef RADIXKV_WORKER_KV_POOL_H_
 #define RADIXKV_WORKER_KV_POOL_H_
 
@@ -74,14 +76,15 @@ class KvPool {
   int64_t total_bytes() const;
 
  private:
-  KvPool(int num_layers, KvCacheGeometry geometry, DType dtype, void* base,
-         size_t mapped_bytes);
+  KvPool(int num_layers, KvCacheGeometry geometry, DType dtype, void* mapping,
+         size_t mapped_bytes, void* base);
 
   int num_layers_;
   KvCacheGeometry geometry_;
   DType dtype_;
-  void* base_;
-  size_t mapped_bytes_;
+  void* mapping_;        // what mmap returned (for munmap)
+  size_t mapped_bytes_;  // bytes mapped
+  void* base_;           // first tensor, 2 MiB aligned inside the mapping
   int64_t layer_stride_bytes_;  // bytes of one K (or V) tensor, 64-aligned
 };
 

@@ -83,21 +83,45 @@ inline void ConvertRow(const fp16_t* __restrict src, float* __restrict dst,
   for (; i < n; ++i) dst[i] = Fp16ToFloat(src[i]);
 }
 
+// Rows ahead of the one being converted whose lines are prefetched: enough
+// misses in flight to cover memory latency without flooding the fill buffers.
+inline constexpr int kPrefetchRowsAhead = 8;
+
 // Gathers one kv head's K (is_v false) or V (is_v true) rows for n tokens at
 // pool slots `slots` into out [n][head_dim] fp32. Layout handled through the
 // pool's one address function (worker/kv_cache_layout.h, seed 1.3).
+// slots[0 .. available) are valid (available >= n): rows up to
+// kPrefetchRowsAhead past the tile are prefetched while converting, so the
+// scattered page reads of the next tile are already in flight.
 template <typename T>
 void GatherRows(const KvCacheGeometry& g, const T* cache, bool is_v,
-                const int64_t* slots, int n, int32_t kv_head, float* out) {
+                const int64_t* slots, int n, int64_t available, int32_t kv_head,
+                float* out) {
   const int32_t D = g.head_dim;
+  constexpr int kLine = 64;
   if (g.layout != KvLayout::kVllm) {
+    const int row_bytes = D * static_cast<int>(sizeof(T));
     for (int t = 0; t < n; ++t) {
+      if (t + kPrefetchRowsAhead < available) {
+        const char* p = reinterpret_cast<const char*>(
+            cache + g.KOffset(slots[t + kPrefetchRowsAhead], kv_head, 0));
+        for (int off = 0; off < row_bytes; off += kLine) {
+          __builtin_prefetch(p + off);
+        }
+      }
       ConvertRow(cache + g.KOffset(slots[t], kv_head, 0), out + t * D, D);
     }
   } else if (!is_v) {  // K [.., D/x, page_size, x]: runs of x dims
     const int32_t x = g.vllm_x();
     const int64_t run_stride = static_cast<int64_t>(g.page_size) * x;
     for (int t = 0; t < n; ++t) {
+      if (t + kPrefetchRowsAhead < available) {
+        const T* ahead =
+            cache + g.KOffset(slots[t + kPrefetchRowsAhead], kv_head, 0);
+        for (int32_t c = 0; c < D; c += x) {
+          __builtin_prefetch(ahead + (c / x) * run_stride);
+        }
+      }
       const T* base = cache + g.KOffset(slots[t], kv_head, 0);
       for (int32_t c = 0; c < D; c += x) {
         ConvertRow(base + (c / x) * run_stride, out + t * D + c, x);
@@ -174,17 +198,164 @@ void AttendTile(const float* __restrict q, int rows, int head_dim,
   }
 }
 
-// Dispatches AttendTile on the common head dims so their loops are unrolled.
+// ---------------------------------------------------------------------------
+// Register-blocked tile for head dims that are multiples of 16 (64, 80, 128,
+// ...). GCC vector extensions (8 x fp32 = one AVX2 register; lowered to
+// narrower vectors elsewhere) so the blocking is explicit:
+//   scores: 2 query rows x 4 keys per block, 8 independent FMA chains over D
+//           (one chain per dot product is FMA-latency bound);
+//   P @ V:  up to 4 rows x 16 dims per block kept in registers across the
+//           tile's keys; each V load feeds every row of the block.
+using v8f = float __attribute__((vector_size(32)));
+using v4f = float __attribute__((vector_size(16)));
+
+inline v8f Load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void Store8(float* p, v8f v) { std::memcpy(p, &v, sizeof(v)); }
+
+inline float HSum8(v8f v) {
+  const v4f lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+  const v4f hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  const v4f a = lo + hi;
+  const v4f b = a + __builtin_shufflevector(a, a, 2, 3, 0, 1);
+  return b[0] + b[1];
+}
+
+// s[r * kTileTokens + t] = q_r . k_t for r < rows, t < n.
+template <int kD, int kRows>
+inline void ScoreRows(const float* __restrict q, const float* __restrict k,
+                      int n, float* __restrict s) {
+  int t = 0;
+  for (; t + 4 <= n; t += 4) {
+    v8f acc[kRows][4] = {};
+    for (int c = 0; c < kD; c += 8) {
+      v8f kv[4];
+      for (int j = 0; j < 4; ++j) kv[j] = Load8(k + (t + j) * kD + c);
+      for (int i = 0; i < kRows; ++i) {
+        const v8f qv = Load8(q + i * kD + c);
+        for (int j = 0; j < 4; ++j) acc[i][j] += qv * kv[j];
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      for (int j = 0; j < 4; ++j) s[i * kTileTokens + t + j] = HSum8(acc[i][j]);
+    }
+  }
+  for (; t < n; ++t) {
+    v8f acc[kRows][2] = {};
+    for (int c = 0; c < kD; c += 16) {
+      const v8f k0 = Load8(k + t * kD + c), k1 = Load8(k + t * kD + c + 8);
+      for (int i = 0; i < kRows; ++i) {
+        acc[i][0] += Load8(q + i * kD + c) * k0;
+        acc[i][1] += Load8(q + i * kD + c + 8) * k1;
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      s[i * kTileTokens + t] = HSum8(acc[i][0] + acc[i][1]);
+    }
+  }
+}
+
+// acc_r = acc_r * alpha_r + sum_t p[r * kTileTokens + t] * v_t, r < kRows.
+template <int kD, int kRows>
+inline void AccumulatePv(const float* __restrict p, const float* __restrict v,
+                         int n, const float* __restrict alpha,
+                         float* __restrict acc) {
+  for (int c = 0; c < kD; c += 16) {
+    v8f o[kRows][2] = {};
+    for (int t = 0; t < n; ++t) {
+      const v8f v0 = Load8(v + t * kD + c), v1 = Load8(v + t * kD + c + 8);
+      for (int i = 0; i < kRows; ++i) {
+        const float w = p[i * kTileTokens + t];
+        o[i][0] += w * v0;
+        o[i][1] += w * v1;
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      float* a = acc + i * kD + c;
+      Store8(a, Load8(a) * alpha[i] + o[i][0]);
+      Store8(a + 8, Load8(a + 8) * alpha[i] + o[i][1]);
+    }
+  }
+}
+
+// Same contract as AttendTile, for kD % 16 == 0. Scores of masked keys are
+// computed with the block and then given probability 0.
+template <int kD>
+void AttendTileBlocked(const float* __restrict q, int rows,
+                       const float* __restrict k, const float* __restrict v,
+                       int n, const int* visible, const RowStates& st,
+                       float* __restrict s /*[rows][kTileTokens]*/) {
+  static_assert(kD % 16 == 0);
+  int r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    ScoreRows<kD, 2>(q + r * kD, k, n, s + r * kTileTokens);
+  }
+  if (r < rows) ScoreRows<kD, 1>(q + r * kD, k, n, s + r * kTileTokens);
+
+  alignas(64) float alpha[4];
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int rb = std::min(4, rows - r0);
+    for (int i = 0; i < rb; ++i) {
+      const int row = r0 + i;
+      float* __restrict sr = s + row * kTileTokens;
+      const int nv = visible != nullptr ? std::clamp(visible[row], 0, n) : n;
+      float tile_max = -INFINITY;
+      for (int t = 0; t < nv; ++t) tile_max = std::max(tile_max, sr[t]);
+      const float m_old = st.m[row];
+      const float m_new = std::max(m_old, tile_max);
+      float sum = 0.0f;
+      if (nv > 0) {
+#pragma omp simd reduction(+ : sum)
+        for (int t = 0; t < nv; ++t) {
+          sr[t] = Exp2(sr[t] - m_new);
+          sum += sr[t];
+        }
+      }
+      for (int t = nv; t < n; ++t) sr[t] = 0.0f;
+      // No visible key yet (m_new = -inf): keep the state as it is.
+      alpha[i] = nv > 0 ? Exp2(m_old - m_new) : 1.0f;
+      st.m[row] = m_new;
+      st.l[row] = st.l[row] * alpha[i] + sum;
+    }
+    const float* p = s + r0 * kTileTokens;
+    float* acc = st.acc + static_cast<int64_t>(r0) * kD;
+    switch (rb) {
+      case 4:
+        AccumulatePv<kD, 4>(p, v, n, alpha, acc);
+        break;
+      case 3:
+        AccumulatePv<kD, 3>(p, v, n, alpha, acc);
+        break;
+      case 2:
+        AccumulatePv<kD, 2>(p, v, n, alpha, acc);
+        break;
+      default:
+        AccumulatePv<kD, 1>(p, v, n, alpha, acc);
+        break;
+    }
+  }
+}
+
+// Dispatches on the common head dims (register-blocked, unrolled); any other
+// head_dim takes the generic loop. `s` is scratch of rows * kTileTokens.
 inline void AttendTileAnyD(const float* q, int rows, int head_dim,
                            const float* k, const float* v, int n,
-                           const int* visible, const RowStates& st) {
+                           const int* visible, const RowStates& st, float* s) {
   switch (head_dim) {
     case 64:
-      return AttendTile<64>(q, rows, head_dim, k, v, n, visible, st);
+      return AttendTileBlocked<64>(q, rows, k, v, n, visible, st, s);
     case 80:
-      return AttendTile<80>(q, rows, head_dim, k, v, n, visible, st);
+      return AttendTileBlocked<80>(q, rows, k, v, n, visible, st, s);
+    case 96:
+      return AttendTileBlocked<96>(q, rows, k, v, n, visible, st, s);
     case 128:
-      return AttendTile<128>(q, rows, head_dim, k, v, n, visible, st);
+      return AttendTileBlocked<128>(q, rows, k, v, n, visible, st, s);
+    case 256:
+      return AttendTileBlocked<256>(q, rows, k, v, n, visible, st, s);
     default:
       return AttendTile<0>(q, rows, head_dim, k, v, n, visible, st);
   }

@@ -48,14 +48,15 @@ void Validate(const KvPool& pool, const DecodeAttentionArgs& a) {
 
 // Per-thread scratch of one task: q rows, states, K/V tiles.
 struct TaskScratch {
-  std::vector<float> q, m, l, acc, k, v;
+  std::vector<float> q, m, l, acc, k, v, scores;
   TaskScratch(int group, int head_dim)
       : q(static_cast<size_t>(group) * head_dim),
         m(group),
         l(group),
         acc(static_cast<size_t>(group) * head_dim),
         k(static_cast<size_t>(kTileTokens) * head_dim),
-        v(static_cast<size_t>(kTileTokens) * head_dim) {}
+        v(static_cast<size_t>(kTileTokens) * head_dim),
+        scores(static_cast<size_t>(group) * kTileTokens) {}
   RowStates states() { return RowStates{m.data(), l.data(), acc.data()}; }
 };
 
@@ -77,10 +78,12 @@ void AttendRange(const KvCacheGeometry& g, const T* k_cache, const T* v_cache,
   const int64_t* slots = a.kv_indices.data() + a.kv_indptr[b];
   for (int64_t t0 = begin; t0 < end; t0 += kTileTokens) {
     const int n = static_cast<int>(std::min<int64_t>(kTileTokens, end - t0));
-    GatherRows(g, k_cache, /*is_v=*/false, slots + t0, n, kv_head, s.k.data());
-    GatherRows(g, v_cache, /*is_v=*/true, slots + t0, n, kv_head, s.v.data());
+    GatherRows(g, k_cache, /*is_v=*/false, slots + t0, n, end - t0, kv_head,
+               s.k.data());
+    GatherRows(g, v_cache, /*is_v=*/true, slots + t0, n, end - t0, kv_head,
+               s.v.data());
     AttendTileAnyD(s.q.data(), group, D, s.k.data(), s.v.data(), n,
-                   /*visible=*/nullptr, st);
+                   /*visible=*/nullptr, st, s.scores.data());
   }
 }
 

@@ -106,6 +106,7 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
     std::vector<float> k(static_cast<size_t>(kTileTokens) * D);
     std::vector<float> v(static_cast<size_t>(kTileTokens) * D);
     std::vector<int> visible(rows);
+    std::vector<float> scores(static_cast<size_t>(rows) * kTileTokens);
     // Gather this block's query rows, scaled into the base-2 domain.
     for (int32_t i = 0; i < mb; ++i) {
       const float* src = a.q + (qo_start + task.q_begin + i) * q_row +
@@ -122,9 +123,12 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
     const int64_t* slots = a.kv_indices.data() + a.kv_indptr[task.seq];
     for (int64_t j0 = 0; j0 < lp; j0 += kTileTokens) {
       const int n = static_cast<int>(std::min<int64_t>(kTileTokens, lp - j0));
-      GatherRows(g, k_cache, false, slots + j0, n, task.kv_head, k.data());
-      GatherRows(g, v_cache, true, slots + j0, n, task.kv_head, v.data());
-      AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n, nullptr, st);
+      GatherRows(g, k_cache, false, slots + j0, n, lp - j0, task.kv_head,
+                 k.data());
+      GatherRows(g, v_cache, true, slots + j0, n, lp - j0, task.kv_head,
+                 v.data());
+      AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n, nullptr, st,
+                     scores.data());
     }
 
     // Stage 2: the new tokens, causal j' <= i; early exit at q_end: tiles
@@ -148,7 +152,7 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
         }
       }
       AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n,
-                     diagonal ? visible.data() : nullptr, st);
+                     diagonal ? visible.data() : nullptr, st, scores.data());
     }
 
     for (int32_t i = 0; i < mb; ++i) {
