@@ -1486,18 +1486,20 @@ CacheStateImpl::ResidentSequences(std::string_view model_name,
       FindTree(std::string(model_name), std::string(cache_salt));
   if (tree == nullptr) return out;
   const int bit = worker->bit;
+  // Iterative DFS (paths can be deep): (node, length of its path prefix).
+  std::vector<std::pair<const RadixNode*, size_t>> stack = {{tree->root(), 0}};
   std::vector<int32_t> prefix;
-  std::function<void(const RadixNode&)> visit = [&](const RadixNode& node) {
-    const size_t mark = prefix.size();
-    prefix.insert(prefix.end(), node.tokens().begin(), node.tokens().end());
-    const Residency* r = node.residency(bit);
+  while (!stack.empty()) {
+    const auto [node, depth] = stack.back();
+    stack.pop_back();
+    prefix.resize(depth);
+    prefix.insert(prefix.end(), node->tokens().begin(), node->tokens().end());
+    const Residency* r = node->residency(bit);
     if (r != nullptr && r->resident_children == 0) out.push_back(prefix);
-    for (const RadixNode* child : node.SortedChildren()) {
-      if (child->resident(bit)) visit(*child);
+    for (const auto& [key, child] : node->children()) {
+      if (child->resident(bit)) stack.push_back({child.get(), prefix.size()});
     }
-    prefix.resize(mark);
-  };
-  visit(*tree->root());
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -62,7 +62,22 @@ RadixTree::RadixTree(std::string model, std::string cache_salt,
   root_.tree_ = this;
 }
 
-RadixTree::~RadixTree() = default;
+RadixTree::~RadixTree() {
+  // Iterative teardown: a path can be ~1M nodes deep (one token per node),
+  // too deep for the recursive unique_ptr destructors.
+  std::vector<std::unique_ptr<RadixNode>> pending;
+  for (auto& [key, child] : root_.children_)
+    pending.push_back(std::move(child));
+  root_.children_.clear();
+  while (!pending.empty()) {
+    std::unique_ptr<RadixNode> node = std::move(pending.back());
+    pending.pop_back();
+    for (auto& [key, child] : node->children_) {
+      pending.push_back(std::move(child));
+    }
+    node->children_.clear();
+  }
+}
 
 int32_t RadixTree::PageSize(int bit) const {
   return (*workers_)[bit].allocator->page_size();
@@ -365,14 +380,20 @@ EvictOutcome RadixTree::EvictLeaf(RadixNode* node, int bit) {
 }
 
 void RadixTree::RemoveWorker(int bit) {
-  // Post-order: children first, so empty nodes are deleted bottom-up.
-  std::function<void(RadixNode*)> visit = [&](RadixNode* node) {
-    std::vector<RadixNode*> children;
+  // Nodes resident on `bit` in preorder (iterative: paths can be deep), then
+  // processed in reverse so children go before their parents.
+  std::vector<RadixNode*> order;
+  std::vector<RadixNode*> stack = {&root_};
+  while (!stack.empty()) {
+    RadixNode* node = stack.back();
+    stack.pop_back();
+    if (node != &root_) order.push_back(node);
     for (auto& [key, child] : node->children_) {
-      if (child->resident(bit)) children.push_back(child.get());
+      if (child->resident(bit)) stack.push_back(child.get());
     }
-    for (RadixNode* child : children) visit(child);
-    if (node == &root_) return;
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    RadixNode* node = *it;
     Residency* r = node->residency(bit);
     (*workers_)[bit].resident_tokens -= static_cast<int64_t>(r->slots.size());
     node->residency_.erase(node->residency_.begin() +
@@ -381,11 +402,11 @@ void RadixTree::RemoveWorker(int bit) {
     RadixNode* parent = node->parent_;
     if (parent != &root_) --parent->residency(bit)->resident_children;
     if (node->resident_mask_ == 0) {
+      // No residency left: no children either (prefix closure).
       parent->children_.erase(node->tokens_[0]);
       --num_nodes_;
     }
-  };
-  visit(&root_);
+  }
 }
 
 void RadixTree::ForEachPreorder(
