@@ -234,15 +234,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int32_t extend_tiles = (extend_end + kN - 1) / kN;
   const int32_t num_tiles = prefix_tiles + extend_tiles;
 
+  // Prefix slot of this thread's key in tile `it` (-1 if none); the load for
+  // tile it + 1 is issued one tile ahead so its latency overlaps compute.
+  auto load_slot = [&](int32_t it) -> int64_t {
+    const int32_t key = it * kN + tid;
+    return (tid < kN && it < prefix_tiles && key < lp)
+               ? p.kv_indices[kv_start + key]
+               : int64_t{-1};
+  };
+  int64_t next_slot = load_slot(0);
   auto issue = [&](int32_t it) {
     const int stage = it & 1;
     const bool prefix = it < prefix_tiles;
     const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const int64_t slot = next_slot;
+    next_slot = load_slot(it + 1);
     if (tid < kN) {
       const int32_t key = key0 + tid;
       int64_t kb = -1, vb = -1;
-      if (prefix && key < lp) {
-        const int64_t slot = p.kv_indices[kv_start + key];
+      if (prefix && slot >= 0) {
         kb = p.g.KOffset(slot, kvh, 0);
         vb = p.g.VOffset(slot, kvh, 0);
       } else if (!prefix && key < le) {

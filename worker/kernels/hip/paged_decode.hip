@@ -339,14 +339,23 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   const int32_t my_tiles =
       num_tiles > warp ? (num_tiles - warp + kMmaWarps - 1) / kMmaWarps : 0;
 
+  // Slot of this lane's key in tile `it` (-1 past the partition end). The
+  // kv_indices load for tile it + 1 is issued one tile ahead (next_slot), so
+  // its global-memory latency is off the critical path of issue().
+  auto load_slot = [&](int32_t it) -> int64_t {
+    const int32_t key = w.begin + (warp + it * kMmaWarps) * kKeys + lane;
+    return (lane < kKeys && it < my_tiles && key < w.end)
+               ? p.kv_indices[w.seq_start + key]
+               : int64_t{-1};
+  };
+  int64_t next_slot = load_slot(0);
   auto issue = [&](int32_t it) {
-    const int32_t key0 = w.begin + (warp + it * kMmaWarps) * kKeys;
     const int stage = it % kStages;
+    const int64_t slot = next_slot;
+    next_slot = load_slot(it + 1);
     if (lane < kKeys) {
-      const int32_t key = key0 + lane;
       int64_t kb = -1, vb = -1;
-      if (key < w.end) {
-        const int64_t slot = p.kv_indices[w.seq_start + key];
+      if (slot >= 0) {
         kb = p.g.KOffset(slot, w.kv_head, 0);
         vb = p.g.VOffset(slot, w.kv_head, 0);
       }
@@ -491,17 +500,10 @@ int SetSmemLimit(Kernel kernel, size_t bytes) {
       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-// Keys per warp tile of DecodeMmaKernel: 16 (default) or 32, overridable with
-// RADIXKV_DECODE_TILE_KEYS for benchmarking (docs/kernel-notes.md). The
-// pipeline depth is 2 stages: 3 stages measured slower on the H200 (fewer
-// resident blocks), see docs/kernel-notes.md.
-int DecodeTileKeys() {
-  static const int keys = [] {
-    const char* env = std::getenv("RADIXKV_DECODE_TILE_KEYS");
-    return env != nullptr && std::atoi(env) == 32 ? 32 : 16;
-  }();
-  return keys;
-}
+// DecodeMmaKernel runs 16-key warp tiles and a 2-stage pipeline. Measured on
+// the H200 (docs/kernel-notes.md): 32-key tiles (fewer resident blocks) and
+// 3 stages were both slower.
+constexpr int kDecodeTileKeys = 16;
 
 #if defined(RADIXKV_GPU_NVIDIA)
 template <int D, int kKeys, bool kBf16>
@@ -551,8 +553,7 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   int err = 0;
 #if defined(RADIXKV_GPU_NVIDIA)
   if (path == internal::KernelPath::kMatrixCore) {
-    err = DecodeTileKeys() == 32 ? LaunchDecodeMma<D, 32, kBf16>(p, grid, stream)
-                                 : LaunchDecodeMma<D, 16, kBf16>(p, grid, stream);
+    err = LaunchDecodeMma<D, kDecodeTileKeys, kBf16>(p, grid, stream);
   } else {
     err = LaunchPortableGroup<D, kBf16>(p, grid, stream);
   }
