@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -149,6 +150,43 @@ struct RowStates {
     std::fill(acc, acc + static_cast<int64_t>(rows) * head_dim, 0.0f);
   }
 };
+
+// Scratch of one task (R query rows, one K/V tile), carved from a per-thread
+// arena that is reused across tasks and calls: no allocation per task once
+// warm. A thread runs one task at a time, so one arena per thread suffices.
+struct TaskBuffers {
+  float* q;       // [R][D] scaled query rows
+  float* k;       // [kTileTokens][D] fp32 K tile
+  float* v;       // [kTileTokens][D] fp32 V tile
+  float* scores;  // [R][kTileTokens]
+  int* visible;   // [R] causal mask counts of the diagonal tile
+  RowStates st;   // m [R], l [R], acc [R][D]
+};
+
+inline TaskBuffers AcquireTaskBuffers(int rows, int head_dim) {
+  thread_local std::vector<float> arena;
+  thread_local std::vector<int> visible;
+  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };  // 64-byte runs
+  const int64_t rd = round(int64_t{rows} * head_dim);
+  const int64_t td = round(int64_t{kTileTokens} * head_dim);
+  const int64_t r1 = round(rows);
+  const int64_t rt = round(int64_t{rows} * kTileTokens);
+  const int64_t total = 2 * rd + 2 * td + rt + 2 * r1 + 16;
+  if (static_cast<int64_t>(arena.size()) < total) arena.resize(total);
+  if (static_cast<int>(visible.size()) < rows) visible.resize(rows);
+  float* p = arena.data();
+  p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
+  TaskBuffers b;
+  b.q = p;
+  b.k = b.q + rd;
+  b.v = b.k + td;
+  b.scores = b.v + td;
+  b.st.acc = b.scores + rt;
+  b.st.m = b.st.acc + rd;
+  b.st.l = b.st.m + r1;
+  b.visible = visible.data();
+  return b;
+}
 
 // Folds one tile of n keys into the R rows' states.
 //   q        [R][D] query rows, already scaled by sm_scale * log2(e)
@@ -346,6 +384,10 @@ inline void AttendTileAnyD(const float* q, int rows, int head_dim,
                            const float* k, const float* v, int n,
                            const int* visible, const RowStates& st, float* s) {
   switch (head_dim) {
+    case 32:  // the demo model and the golden checkpoints
+      return AttendTileBlocked<32>(q, rows, k, v, n, visible, st, s);
+    case 48:
+      return AttendTileBlocked<48>(q, rows, k, v, n, visible, st, s);
     case 64:
       return AttendTileBlocked<64>(q, rows, k, v, n, visible, st, s);
     case 80:

@@ -46,44 +46,29 @@ void Validate(const KvPool& pool, const DecodeAttentionArgs& a) {
   if (a.q == nullptr || a.out == nullptr) Fail("q or out is null");
 }
 
-// Per-thread scratch of one task: q rows, states, K/V tiles.
-struct TaskScratch {
-  std::vector<float> q, m, l, acc, k, v, scores;
-  TaskScratch(int group, int head_dim)
-      : q(static_cast<size_t>(group) * head_dim),
-        m(group),
-        l(group),
-        acc(static_cast<size_t>(group) * head_dim),
-        k(static_cast<size_t>(kTileTokens) * head_dim),
-        v(static_cast<size_t>(kTileTokens) * head_dim),
-        scores(static_cast<size_t>(group) * kTileTokens) {}
-  RowStates states() { return RowStates{m.data(), l.data(), acc.data()}; }
-};
-
 // Attends the G query heads of kv head `kv_head` of sequence b to the context
-// tokens [begin, end) of that sequence; leaves (m, l, acc) in scratch.
+// tokens [begin, end) of that sequence; leaves (m, l, acc) in s.st.
 template <typename T>
 void AttendRange(const KvCacheGeometry& g, const T* k_cache, const T* v_cache,
                  const DecodeAttentionArgs& a, int64_t b, int32_t kv_head,
                  int32_t group, float scale_log2, int64_t begin, int64_t end,
-                 TaskScratch& s) {
+                 const cpu_attention::TaskBuffers& s) {
   const int32_t D = g.head_dim;
   const float* q =
       a.q + (b * a.num_q_heads + static_cast<int64_t>(kv_head) * group) * D;
   for (int64_t i = 0; i < static_cast<int64_t>(group) * D; ++i) {
     s.q[i] = q[i] * scale_log2;
   }
-  RowStates st = s.states();
-  st.Reset(group, D);
+  s.st.Reset(group, D);
   const int64_t* slots = a.kv_indices.data() + a.kv_indptr[b];
   for (int64_t t0 = begin; t0 < end; t0 += kTileTokens) {
     const int n = static_cast<int>(std::min<int64_t>(kTileTokens, end - t0));
     GatherRows(g, k_cache, /*is_v=*/false, slots + t0, n, end - t0, kv_head,
-               s.k.data());
+               s.k);
     GatherRows(g, v_cache, /*is_v=*/true, slots + t0, n, end - t0, kv_head,
-               s.v.data());
-    AttendTileAnyD(s.q.data(), group, D, s.k.data(), s.v.data(), n,
-                   /*visible=*/nullptr, st, s.scores.data());
+               s.v);
+    AttendTileAnyD(s.q, group, D, s.k, s.v, n, /*visible=*/nullptr, s.st,
+                   s.scores);
   }
 }
 
@@ -104,11 +89,12 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
     ParallelFor(threads, B * Hkv, [&](int64_t task) {
       const int64_t b = task / Hkv;
       const int32_t h = static_cast<int32_t>(task % Hkv);
-      TaskScratch s(group, D);
+      const cpu_attention::TaskBuffers s =
+          cpu_attention::AcquireTaskBuffers(group, D);
       const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
       AttendRange(g, k_cache, v_cache, a, b, h, group, scale_log2, 0, len, s);
       const int64_t row0 = b * Hq + static_cast<int64_t>(h) * group;
-      cpu_attention::WriteRows(s.states(), group, D, a.out + row0 * D, D,
+      cpu_attention::WriteRows(s.st, group, D, a.out + row0 * D, D,
                                a.lse != nullptr ? a.lse + row0 : nullptr, 1);
     });
     return;
@@ -132,18 +118,19 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
     const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
     const int64_t begin = p * ps;
     if (begin >= len) return;  // this sequence has fewer partitions
-    TaskScratch s(group, D);
+    const cpu_attention::TaskBuffers s =
+        cpu_attention::AcquireTaskBuffers(group, D);
     AttendRange(g, k_cache, v_cache, a, b, h, group, scale_log2, begin,
                 std::min(len, begin + ps), s);
     for (int32_t r = 0; r < group; ++r) {
       const int64_t idx =
           (b * Hq + static_cast<int64_t>(h) * group + r) * P + p;
-      max_logits[idx] = s.m[r];
-      exp_sums[idx] = s.l[r];
+      max_logits[idx] = s.st.m[r];
+      exp_sums[idx] = s.st.l[r];
       // Normalized partial output O_p = acc / l_p (seed 1.4).
-      const float inv = s.l[r] > 0.0f ? 1.0f / s.l[r] : 0.0f;
+      const float inv = s.st.l[r] > 0.0f ? 1.0f / s.st.l[r] : 0.0f;
       float* o = tmp_out.data() + idx * D;
-      const float* acc = s.acc.data() + static_cast<int64_t>(r) * D;
+      const float* acc = s.st.acc + static_cast<int64_t>(r) * D;
       for (int32_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
     }
   });

@@ -101,22 +101,18 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
         mb * group;  // row r = token (r / group), head r % group
     const int64_t qo_start = a.qo_indptr[task.seq];
     const int64_t lp = a.kv_indptr[task.seq + 1] - a.kv_indptr[task.seq];
-    std::vector<float> q(static_cast<size_t>(rows) * D);
-    std::vector<float> m(rows), l(rows), acc(static_cast<size_t>(rows) * D);
-    std::vector<float> k(static_cast<size_t>(kTileTokens) * D);
-    std::vector<float> v(static_cast<size_t>(kTileTokens) * D);
-    std::vector<int> visible(rows);
-    std::vector<float> scores(static_cast<size_t>(rows) * kTileTokens);
+    const cpu_attention::TaskBuffers buf =
+        cpu_attention::AcquireTaskBuffers(rows, D);
     // Gather this block's query rows, scaled into the base-2 domain.
     for (int32_t i = 0; i < mb; ++i) {
       const float* src = a.q + (qo_start + task.q_begin + i) * q_row +
                          static_cast<int64_t>(task.kv_head) * group * D;
-      float* dst = q.data() + static_cast<int64_t>(i) * group * D;
+      float* dst = buf.q + static_cast<int64_t>(i) * group * D;
       for (int64_t e = 0; e < static_cast<int64_t>(group) * D; ++e) {
         dst[e] = src[e] * scale_log2;
       }
     }
-    const RowStates st{m.data(), l.data(), acc.data()};
+    const RowStates& st = buf.st;
     st.Reset(rows, D);
 
     // Stage 1 (seed 3.4): prefix tiles from the pool, fully visible.
@@ -124,11 +120,9 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
     for (int64_t j0 = 0; j0 < lp; j0 += kTileTokens) {
       const int n = static_cast<int>(std::min<int64_t>(kTileTokens, lp - j0));
       GatherRows(g, k_cache, false, slots + j0, n, lp - j0, task.kv_head,
-                 k.data());
-      GatherRows(g, v_cache, true, slots + j0, n, lp - j0, task.kv_head,
-                 v.data());
-      AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n, nullptr, st,
-                     scores.data());
+                 buf.k);
+      GatherRows(g, v_cache, true, slots + j0, n, lp - j0, task.kv_head, buf.v);
+      AttendTileAnyD(buf.q, rows, D, buf.k, buf.v, n, nullptr, st, buf.scores);
     }
 
     // Stage 2: the new tokens, causal j' <= i; early exit at q_end: tiles
@@ -139,20 +133,20 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
       for (int t = 0; t < n; ++t) {
         const int64_t src = (qo_start + j0 + t) * kv_row +
                             static_cast<int64_t>(task.kv_head) * D;
-        std::memcpy(k.data() + static_cast<int64_t>(t) * D, a.k_extend + src,
+        std::memcpy(buf.k + static_cast<int64_t>(t) * D, a.k_extend + src,
                     sizeof(float) * D);
-        std::memcpy(v.data() + static_cast<int64_t>(t) * D, a.v_extend + src,
+        std::memcpy(buf.v + static_cast<int64_t>(t) * D, a.v_extend + src,
                     sizeof(float) * D);
       }
       const bool diagonal = j0 + n - 1 > task.q_begin;
       if (diagonal) {
         for (int32_t r = 0; r < rows; ++r) {
           const int32_t i = task.q_begin + r / group;
-          visible[r] = std::clamp(i + 1 - j0, 0, n);
+          buf.visible[r] = std::clamp(i + 1 - j0, 0, n);
         }
       }
-      AttendTileAnyD(q.data(), rows, D, k.data(), v.data(), n,
-                     diagonal ? visible.data() : nullptr, st, scores.data());
+      AttendTileAnyD(buf.q, rows, D, buf.k, buf.v, n,
+                     diagonal ? buf.visible : nullptr, st, buf.scores);
     }
 
     for (int32_t i = 0; i < mb; ++i) {
