@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -119,10 +120,12 @@ class Process:
             self.proc.wait()
 
 
-def generate(stub, ids=None, text=None, max_new_tokens=16, **kwargs):
+def generate(stub, ids=None, text=None, max_new_tokens=16, ignore_eos=False,
+             **kwargs):
     """Runs one streamed Generate; returns (token ids, text, last response)."""
     request = COMMON.GenerateRequest(
-        sampling=COMMON.SamplingParams(max_new_tokens=max_new_tokens), **kwargs)
+        sampling=COMMON.SamplingParams(max_new_tokens=max_new_tokens,
+                                       ignore_eos=ignore_eos), **kwargs)
     if ids is not None:
         request.token_ids.ids.extend(ids)
     if text is not None:
@@ -365,6 +368,63 @@ class WorkerWithCacheServiceTest(unittest.TestCase):
             self.cache_stub.Stats(CS.StatsRequest(worker_id=WORKER_ID),
                                   timeout=10)
         self.assertEqual(err.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+
+class SmallPoolTest(unittest.TestCase):
+    """A pool too small for the offered load: leases grow page by page
+    through the real cache service, sequences are preempted and recomputed,
+    and every output still equals the same request run alone."""
+
+    def test_concurrent_requests_grow_and_preempt(self):
+        cache_port = free_port()
+        cache = Process([
+            CACHE_SERVICE, "--bind_address=127.0.0.1",
+            "--grpc_port=%d" % cache_port, "--metrics_port=0"
+        ])
+        self.addCleanup(cache.kill)
+        cache.wait_serving(cache_port)
+        port = free_port()
+        worker = Process([
+            WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
+            "--metrics_port=0", "--cache_service=127.0.0.1:%d" % cache_port,
+            "--worker_id=small-pool", "--page_size=16",
+            "--kv_capacity_tokens=320", "--grow_tokens=16", "--threads=2"
+        ])
+        self.addCleanup(worker.kill)
+        stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
+        deadline = time.time() + 30
+        while not stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch:
+            self.assertLess(time.time(), deadline, worker.output())
+            time.sleep(0.05)
+
+        prompts = [PROMPT_IDS[:20 + 7 * i] for i in range(4)]
+        alone = [
+            generate(stub, ids=p, max_new_tokens=80, ignore_eos=True,
+                     disable_prefix_cache=True)[0] for p in prompts
+        ]
+        for tokens in alone:
+            self.assertEqual(len(tokens), 80)
+
+        results = [None] * len(prompts)
+
+        def run(i):
+            results[i] = generate(stub, ids=prompts[i], max_new_tokens=80,
+                                  ignore_eos=True,
+                                  disable_prefix_cache=True)[0]
+
+        threads = [threading.Thread(target=run, args=(i,))
+                   for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        stats = stub.GetStats(WK.WorkerStatsRequest(), timeout=5)
+        # 4 x (>= 20 + 79) slots cannot fit 320: someone was preempted.
+        self.assertGreater(stats.preemptions, 0)
+        for i in range(len(prompts)):
+            self.assertEqual(results[i], alone[i], "request %d" % i)
+        code, out = worker.stop()
+        self.assertEqual(code, 0, out)
 
 
 if __name__ == "__main__":
