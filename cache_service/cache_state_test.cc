@@ -3,6 +3,7 @@
 #include "cache_service/cache_state.h"
 
 #include <algorithm>
+#include <climits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -481,6 +482,23 @@ TEST_F(ErrorPathTest, MatchAndAcquireValidation) {
               C::kInvalidArgument, "outside");
   ExpectError(state_.Match(MatchRequest{"m", std::string(300, 's'), {1}}, kNow),
               C::kInvalidArgument, "cache_salt");
+  // Bad ids inside the SIMD-scanned body of a long prompt.
+  std::vector<int32_t> long_prompt(100, 999);
+  long_prompt[37] = 1000;
+  ExpectError(state_.Match(MatchRequest{"m", "", long_prompt}, kNow),
+              C::kInvalidArgument, "position 37");
+  long_prompt[37] = 0;
+  long_prompt[64] = -5;
+  ExpectError(state_.Match(MatchRequest{"m", "", long_prompt}, kNow),
+              C::kInvalidArgument, "position 64");
+  long_prompt[64] = 0;
+  EXPECT_TRUE(state_.Match(MatchRequest{"m", "", long_prompt}, kNow).ok());
+  // Unknown vocab (no worker of the model): only negative ids are invalid.
+  std::vector<int32_t> big_ids(20, INT32_MAX);
+  EXPECT_TRUE(state_.Match(MatchRequest{"nomodel", "", big_ids}, kNow).ok());
+  big_ids[9] = INT32_MIN;
+  ExpectError(state_.Match(MatchRequest{"nomodel", "", big_ids}, kNow),
+              C::kInvalidArgument, "position 9");
   std::vector<int32_t> huge(kMaxPromptTokens + 1, 1);
   ExpectError(state_.Match(MatchRequest{"m", "", huge}, kNow),
               C::kInvalidArgument, "exceed");
