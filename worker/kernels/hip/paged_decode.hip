@@ -471,19 +471,32 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(DecodeParams p) {
   const float* pm = p.partial_max + bh * p.num_partitions;
   const float* ps = p.partial_sum + bh * p.num_partitions;
   const float* po = p.partial_out + bh * p.num_partitions * D;
+  // Stage the partitions' (m, l) in shared memory with one coalesced pass,
+  // so that the serial CombineMax / CombineExpSum scans below read shared
+  // memory instead of issuing 2 * np dependent global loads per thread.
   extern __shared__ float4 smem_f4[];
-  float* weights = reinterpret_cast<float*>(smem_f4);  // [num_partitions]
-  const float M = CombineMax(pm, np);
-  const float L = CombineExpSum(pm, ps, np, M);
+  const int32_t padded = (p.num_partitions + 3) / 4 * 4;
+  float* m_s = reinterpret_cast<float*>(smem_f4);  // [num_partitions]
+  float* l_s = m_s + padded;                       // [num_partitions]
+  float* weights = l_s + padded;                   // [num_partitions]
   for (int i = threadIdx.x; i < np; i += blockDim.x) {
-    weights[i] = CombineWeight(pm[i], ps[i], M, L);
+    m_s[i] = pm[i];
+    l_s[i] = ps[i];
+  }
+  __syncthreads();
+  const float M = CombineMax(m_s, np);
+  const float L = CombineExpSum(m_s, l_s, np, M);
+  for (int i = threadIdx.x; i < np; i += blockDim.x) {
+    weights[i] = CombineWeight(m_s[i], l_s[i], M, L);
   }
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    // Every partition i < np holds >= 1 token, so its O_i was written and is
+    // finite: no branch, and the loads of several partitions overlap.
     float acc = 0.0f;
+#pragma unroll 4
     for (int i = 0; i < np; ++i) {
-      const float wt = weights[i];
-      if (wt != 0.0f) acc += wt * po[static_cast<int64_t>(i) * D + d];
+      acc += weights[i] * po[static_cast<int64_t>(i) * D + d];
     }
     p.out[bh * D + d] = FloatToElem<kBf16>(acc);
   }
@@ -562,9 +575,9 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   err = LaunchPortableGroup<D, kBf16>(p, grid, stream);
 #endif
   if (err != 0 || p.partition_size == 0) return err;
-  // Rounded up to whole float4s: the compiler may read `weights` with
-  // vector loads past the last partition (memcheck flagged it).
-  const size_t smem = sizeof(float) * ((p.num_partitions + 3) / 4 * 4 + 4);
+  // m, l, weights: each rounded up to whole float4s (the compiler may read
+  // them with vector loads past the last partition; memcheck flagged it).
+  const size_t smem = sizeof(float) * (3 * ((p.num_partitions + 3) / 4 * 4) + 4);
   auto combine = CombineKernel<D, kBf16>;
   if ((err = SetSmemLimit(combine, smem))) return err;
   hipLaunchKernelGGL(combine, dim3(p.num_q_heads, batch), dim3(kThreads), smem,
