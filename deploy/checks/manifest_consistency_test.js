@@ -215,16 +215,22 @@ function podsOf(objs, svc) {
 
 // ---------- Dockerfiles ----------
 
-/** {target: {copies: [dest...], exposes: [port...], entrypoint}} of a Dockerfile. */
+/**
+ * {target: {copies: [dest...], exposes: [port...], env: {}, entrypoint, user}}
+ * of a Dockerfile; a stage FROM an earlier stage inherits its files and env.
+ */
 function dockerTargets(file) {
   const text = fs.readFileSync(path.join(deployDir, 'docker', file), 'utf8').replace(/\\\n/g, ' ');
   const targets = {};
   let cur = null;
   for (const line of text.split('\n')) {
     let m;
-    if ((m = /^FROM\s+\S+(?:\s+AS\s+(\S+))?/i.exec(line))) {
-      cur = { copies: [], exposes: [], entrypoint: null, user: null };
-      if (m[1]) targets[m[1]] = cur;
+    if ((m = /^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/i.exec(line))) {
+      const parent = targets[m[1]];
+      cur = parent
+        ? { copies: [...parent.copies], exposes: [...parent.exposes], env: { ...parent.env }, entrypoint: parent.entrypoint, user: parent.user }
+        : { copies: [], exposes: [], env: {}, entrypoint: null, user: null };
+      if (m[2]) targets[m[2]] = cur;
     } else if (cur && (m = /^COPY\s+(.*)$/i.exec(line))) {
       const parts = m[1].trim().split(/\s+/).filter((p) => !p.startsWith('--'));
       cur.copies.push(parts[parts.length - 1]);
@@ -234,6 +240,11 @@ function dockerTargets(file) {
       cur.entrypoint = JSON.parse(m[1]);
     } else if (cur && (m = /^USER\s+(\S+)/i.exec(line))) {
       cur.user = m[1];
+    } else if (cur && (m = /^ENV\s+(.*)$/i.exec(line))) {
+      for (const kv of m[1].trim().split(/\s+/)) {
+        const [k, ...v] = kv.split('=');
+        cur.env[k] = v.join('=');
+      }
     }
   }
   return targets;
@@ -403,6 +414,14 @@ function checkRadixkvContainer(ctx, c, proc) {
       check(JSON.stringify(t.entrypoint) === JSON.stringify([c.command[0]]), `${where}: ${src[0]} ${src[1]} ENTRYPOINT ${JSON.stringify(t.entrypoint)}`);
       check(t.exposes.includes(Number(defaults.grpc_port)) && t.exposes.includes(Number(defaults.metrics_port)),
         `${where}: ${src[0]} ${src[1]} EXPOSE ${t.exposes} lacks the default ports ${defaults.grpc_port} ${defaults.metrics_port}`);
+      check(/^\d+(:\d+)?$/.test(t.user || '') && !/^0(:|$)/.test(t.user), `${where}: ${src[0]} ${src[1]} must run as a numeric non-root USER (got ${t.user})`);
+      // Processes that tokenize dlopen the sentencepiece plug-in: the image
+      // must ship it and point RADIXKV_SENTENCEPIECE_PLUGIN at it.
+      if ('model_dir' in defaults) {
+        const plugin = t.env.RADIXKV_SENTENCEPIECE_PLUGIN;
+        check(plugin && t.copies.includes(plugin),
+          `${where}: ${src[0]} ${src[1]} does not ship the tokenizer plug-in at RADIXKV_SENTENCEPIECE_PLUGIN (${plugin})`);
+      }
     }
   }
   const sc = c.securityContext || {};

@@ -71,22 +71,37 @@ wait_http() {  # url, seconds
   done
 }
 
+echo "== image layout (deploy/docker/collect_runtime_libs.sh, as the Dockerfile stages it)"
+# The processes run from a copy laid out like the images: binaries and their
+# collected libraries, the dlopen'ed tokenizer plug-in found through
+# RADIXKV_SENTENCEPIECE_PLUGIN (the images' ENV), no Bazel runfiles.
+img="$work/image"
+"${root}/deploy/docker/collect_runtime_libs.sh" "$img" "$bin/cache_service/cache_service" \
+  "$bin/router/router" "$bin/worker/worker" "$bin/worker/model/libradixkv_sentencepiece.so"
+# Like the images: the plug-in under lib/, not next to the binaries.
+mkdir -p "$img/lib/radixkv"
+mv "$img/bin/libradixkv_sentencepiece.so" "$img/lib/radixkv/"
+as_image() {
+  env -u RUNFILES_DIR -u RUNFILES_MANIFEST_FILE -u TEST_SRCDIR -u JAVA_RUNFILES \
+    LD_LIBRARY_PATH="$img/lib" RADIXKV_SENTENCEPIECE_PLUGIN="$img/lib/radixkv/libradixkv_sentencepiece.so" "$@"
+}
+
 echo "== local cluster on 127.0.0.1 (logs in $work)"
 start redis /usr/bin/redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work" \
   --save "" --appendonly no --daemonize no
-start cache_service "$bin/cache_service/cache_service" --bind_address=127.0.0.1 \
+start cache_service as_image "$img/bin/cache_service" --bind_address=127.0.0.1 \
   --grpc_port="$cache_grpc" --metrics_port="$cache_metrics" --redis="127.0.0.1:$redis_port" \
   --sweep_interval_ms=100
 wait_http "http://127.0.0.1:$cache_metrics/metrics" 30
 for i in 0 1; do
   id_var=w$i grpc_var=w${i}_grpc metrics_var=w${i}_metrics
-  start "worker$i" "$bin/worker/worker" --bind_address=127.0.0.1 \
+  start "worker$i" as_image "$img/bin/worker" --bind_address=127.0.0.1 \
     --grpc_port="${!grpc_var}" --metrics_port="${!metrics_var}" \
     --worker_id="${!id_var}" --advertise_address="127.0.0.1:${!grpc_var}" \
     --cache_service="127.0.0.1:$cache_grpc" --model_dir="$model" --threads=1 \
     --drain_timeout_s=5
 done
-start router "$bin/router/router" --bind_address=127.0.0.1 --grpc_port="$router_grpc" \
+start router as_image "$img/bin/router" --bind_address=127.0.0.1 --grpc_port="$router_grpc" \
   --metrics_port="$router_metrics" --cache_service="127.0.0.1:$cache_grpc" --model_dir="$model"
 for port in "$w0_metrics" "$w1_metrics" "$router_metrics"; do wait_http "http://127.0.0.1:$port/metrics" 60; done
 # Both workers registered: the cache service exports their slots.
@@ -96,7 +111,9 @@ until curl -sf "http://127.0.0.1:$cache_metrics/metrics" | grep -q "radixkv_cach
   ((SECONDS < deadline)) || { echo "FAIL: workers did not register"; exit 1; }
   sleep 0.2
 done
-echo "cluster up: cache service, $w0, $w1, router"
+grep -q "text prompts tokenized with" "$work/router.log" ||
+  { echo "FAIL: the router did not load the tokenizer plug-in"; exit 1; }
+echo "cluster up: cache service, $w0, $w1, router (tokenizer plug-in from RADIXKV_SENTENCEPIECE_PLUGIN)"
 
 echo "== Prometheus with deploy/monitoring/prometheus.yml (targets templated to loopback)"
 mkdir -p "$work/prometheus"
