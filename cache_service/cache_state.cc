@@ -26,6 +26,13 @@ static_assert(kMaxWorkersPerModel == kMaxResidentWorkers);
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Most page references all leases of a worker may hold together (tables of
+// forked children share pages but each holds its own table): 32 per pool
+// page, at least 2^20. Bounds lease memory against runaway Fork/Acquire.
+int64_t LeasePageRefLimit(int64_t num_pages) {
+  return std::max<int64_t>(int64_t{1} << 20, 32 * num_pages);
+}
+
 std::string Quote(std::string_view s) {
   return absl::StrCat("\"", absl::CEscape(std::string(s)), "\"");
 }
@@ -184,6 +191,9 @@ struct WorkerEntry {
   int64_t evicted_tokens = 0;
   int64_t expired_leases = 0;
   std::set<uint64_t> lease_ids;
+  // Sum of the page-table lengths of the worker's leases (bounded by
+  // LeasePageRefLimit so forks cannot grow memory without bound).
+  int64_t lease_page_refs = 0;
 };
 
 struct ModelEntry {
@@ -374,6 +384,7 @@ int64_t CacheStateImpl::EndLease(Lease* lease) {
     if (worker.allocator->Unref(page, /*protect=*/true)) ++freed;
   }
   worker.lease_ids.erase(lease->id);
+  worker.lease_page_refs -= static_cast<int64_t>(lease->pages.size());
   leases_.Erase(lease->id);
   return freed;
 }
@@ -645,6 +656,13 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
   const int32_t partial = static_cast<int32_t>(prefix_len % page_size);
   const int64_t new_pages = total_pages - shared_pages;
 
+  if (worker->lease_page_refs + total_pages >
+      LeasePageRefLimit(allocator.num_pages())) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", request.worker_id, ": leases already reference ",
+        worker->lease_page_refs, " pages (limit ",
+        LeasePageRefLimit(allocator.num_pages()), ")"));
+  }
   // Lock first so that eviction cannot take the matched path; undone exactly
   // if the request cannot be satisfied.
   if (terminal != nullptr) tree->LockPath(terminal, bit);
@@ -702,6 +720,7 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
 
   Lease* added = leases_.Add(std::move(lease));
   worker->lease_ids.insert(added->id);
+  worker->lease_page_refs += total_pages;
   worker->prefix_query_tokens += num_tokens;
   worker->prefix_hit_tokens += prefix_len;
 
@@ -768,6 +787,7 @@ absl::StatusOr<GrowResult> CacheStateImpl::Grow(const GrowRequest& request,
   const std::vector<int32_t> fresh = allocator.Allocate(static_cast<int32_t>(
       CeilDiv(target, page_size) - static_cast<int64_t>(lease->pages.size())));
   lease->pages.insert(lease->pages.end(), fresh.begin(), fresh.end());
+  worker.lease_page_refs += static_cast<int64_t>(fresh.size());
   lease->length = target;
   result.kv_indices = TableSlots(*lease, page_size, length, target);
   leases_.Renew(lease, now_ms + options_.lease_ttl_ms);
@@ -792,6 +812,15 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
   WorkerEntry& worker = workers_.at(parent->worker_id);
   const int32_t page_size = worker.info.page_size;
   const int64_t shared_pages = CeilDiv(request.num_tokens, page_size);
+  const int64_t limit = LeasePageRefLimit(worker.allocator->num_pages());
+  if (worker.lease_page_refs + request.num_children * shared_pages > limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("lease ", parent->id, ": forking ", request.num_children,
+                     " x ", shared_pages,
+                     " pages exceeds the worker's lease page references "
+                     "limit ",
+                     limit, " (", worker.lease_page_refs, " in use)"));
+  }
   leases_.Renew(parent, now_ms + options_.lease_ttl_ms);
   const uint64_t parent_id = parent->id;
   ForkResult result;
@@ -817,6 +846,7 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
     }
     Lease* added = leases_.Add(std::move(child));
     worker.lease_ids.insert(added->id);
+    worker.lease_page_refs += shared_pages;
     result.children.push_back(ForkedLease{
         added->id, TableSlots(*added, page_size, 0, added->length)});
   }
@@ -1333,6 +1363,7 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     }
     for (int32_t page : added->pages) worker->allocator->Ref(page, true);
     worker->lease_ids.insert(added->id);
+    worker->lease_page_refs += static_cast<int64_t>(added->pages.size());
   }
   if (!r.ok() || !r.done()) return corrupt("truncated or trailing bytes");
   if (next_lease_id < state->leases_.next_id()) {
@@ -1432,6 +1463,14 @@ absl::Status CacheStateImpl::CheckInvariants() const {
     }
     if (worker.lease_ids != leases_of[id]) {
       return absl::InternalError("worker " + id + ": lease set mismatch");
+    }
+    int64_t lease_page_refs = 0;
+    for (uint64_t lease_id : worker.lease_ids) {
+      lease_page_refs +=
+          static_cast<int64_t>(leases_.Find(lease_id)->pages.size());
+    }
+    if (lease_page_refs != worker.lease_page_refs) {
+      return absl::InternalError("worker " + id + ": lease_page_refs mismatch");
     }
     const PageAllocator& a = *worker.allocator;
     std::vector<int32_t> refs(a.num_pages(), 0);

@@ -387,7 +387,9 @@ class CacheState {
   // the parent's tree path and has the parent's prompt truncated to
   // num_tokens. Renews the parent. NOT_FOUND: unknown or expired lease.
   // INVALID_ARGUMENT: num_children outside [1, 64], num_tokens outside
-  // [1, lease length].
+  // [1, lease length]. RESOURCE_EXHAUSTED: the worker's leases would hold
+  // more than max(2^20, 32 x pool pages) page references together (a bound
+  // on lease memory; no change).
   absl::StatusOr<ForkResult> Fork(const ForkRequest& request, int64_t now_ms);
 
   // Inserts tokens (whose KV the lease's table holds) into the worker's

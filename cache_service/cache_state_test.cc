@@ -329,6 +329,25 @@ TEST_F(CacheStateTest, ForkSharesPagesAndGrowCopiesOnWrite) {
   EXPECT_EQ(StatsOf("w").free_slots, 128);
 }
 
+TEST_F(CacheStateTest, ForkFanOutIsBoundedByLeasePageReferences) {
+  Register(Worker("w", 64, 1));
+  const AcquireResult parent = MustAcquire(Acq("w", Range(1, 64)));
+  // Each call adds 64 children x 64 page references; the limit is 2^20.
+  const int forks = ((1 << 20) - 64) / (64 * 64);
+  for (int i = 0; i < forks; ++i) {
+    ASSERT_TRUE(state_.Fork(ForkRequest{parent.lease_id, 64, 64}, kNow).ok())
+        << i;
+  }
+  const std::string before = state_.CanonicalDump();
+  const absl::StatusOr<ForkResult> fork =
+      state_.Fork(ForkRequest{parent.lease_id, 64, 64}, kNow);
+  EXPECT_EQ(fork.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(fork.status().message()), HasSubstr("limit"));
+  EXPECT_EQ(state_.CanonicalDump(), before);
+  ExpectInvariants();
+  EXPECT_EQ(StatsOf("w").active_leases, 1 + 64 * forks);
+}
+
 TEST_F(CacheStateTest, GrowRoundsToChunksWithPageSizeOne) {
   Register(Worker("w", 128, 1));
   const AcquireResult a = MustAcquire(Acq("w", {1, 2, 3}));
