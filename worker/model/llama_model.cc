@@ -56,9 +56,19 @@ void SelectOpenBlasKernels() {
 }
 
 // C[M, N] = A[M, K] * W[N, K]^T + beta * C  (row-major; W is an HF Linear
-// weight [out, in]).
+// weight [out, in]). Up to gemv_max_rows rows it runs one GEMV per row instead
+// of a GEMM: OpenBLAS's GEMM packs the whole weight matrix on every call,
+// which for a decode step (few rows) costs more than the multiply itself.
 void MatMulWeightT(const float* a, const float* w, float* c, int64_t m,
-                   int64_t n, int64_t k, float beta) {
+                   int64_t n, int64_t k, float beta, int64_t gemv_max_rows) {
+  if (m <= gemv_max_rows) {
+    for (int64_t r = 0; r < m; ++r) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n),
+                  static_cast<int>(k), 1.0f, w, static_cast<int>(k), a + r * k,
+                  1, beta, c + r * n, 1);
+    }
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(k), w, static_cast<int>(k), beta, c,
@@ -352,7 +362,8 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
     const LayerWeights& w = layers_[l];
     // Attention block.
     RmsNorm(x_.data(), w.input_norm.data(), h_.data(), T, H, eps);
-    MatMulWeightT(h_.data(), w.qkv.data(), qkv_.data(), T, qkv_dim, H, 0.0f);
+    MatMulWeightT(h_.data(), w.qkv.data(), qkv_.data(), T, qkv_dim, H, 0.0f,
+                  options_.gemv_max_rows);
     for (int64_t t = 0; t < T; ++t) {
       float* row = &qkv_[t * qkv_dim];
       if (!w.qkv_bias.empty()) {
@@ -400,11 +411,12 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
       }
     }
     // x += attn Wo^T
-    MatMulWeightT(attn_.data(), w.o.data(), x_.data(), T, H, Hq * D, 1.0f);
+    MatMulWeightT(attn_.data(), w.o.data(), x_.data(), T, H, Hq * D, 1.0f,
+                  options_.gemv_max_rows);
     // MLP block.
     RmsNorm(x_.data(), w.post_norm.data(), h_.data(), T, H, eps);
     MatMulWeightT(h_.data(), w.gate_up.data(), gate_up_.data(), T, 2 * I, H,
-                  0.0f);
+                  0.0f, options_.gemv_max_rows);
     for (int64_t t = 0; t < T; ++t) {
       const float* g = &gate_up_[t * 2 * I];
       const float* u = g + I;
@@ -414,7 +426,8 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
         a[i] = silu * u[i];
       }
     }
-    MatMulWeightT(act_.data(), w.down.data(), x_.data(), T, H, I, 1.0f);
+    MatMulWeightT(act_.data(), w.down.data(), x_.data(), T, H, I, 1.0f,
+                  options_.gemv_max_rows);
   }
 
   // Rows whose logits are returned.
@@ -429,7 +442,8 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
   }
   const float* head = lm_head_.empty() ? embed_.data() : lm_head_.data();
   logits->resize(R * c.vocab_size);
-  MatMulWeightT(rows_.data(), head, logits->data(), R, c.vocab_size, H, 0.0f);
+  MatMulWeightT(rows_.data(), head, logits->data(), R, c.vocab_size, H, 0.0f,
+                options_.gemv_max_rows);
   return absl::OkStatus();
 }
 

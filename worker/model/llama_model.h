@@ -56,6 +56,9 @@ struct CpuModelExecutorOptions {
   // Paged decode: 0 = v1 (one pass); > 0 = v2 split-KV with this many tokens
   // per partition.
   int32_t decode_partition_size = 0;
+  // Linear layers over at most this many token rows use one BLAS GEMV per row
+  // (no weight packing) instead of a GEMM; decode steps of small batches.
+  int32_t gemv_max_rows = 8;
 };
 
 class CpuModelExecutor final : public ModelExecutor {

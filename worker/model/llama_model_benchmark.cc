@@ -24,6 +24,8 @@ ABSL_FLAG(int32_t, prompt_len, 128, "Prompt tokens per sequence.");
 ABSL_FLAG(int32_t, new_tokens, 64, "Generated tokens per sequence.");
 ABSL_FLAG(int32_t, repeats, 3, "Runs per row; the best is reported.");
 ABSL_FLAG(int32_t, decode_partition_size, 0, "0 = decode v1; > 0 = v2.");
+ABSL_FLAG(int32_t, gemv_max_rows, 8,
+          "Linear layers with at most this many rows use GEMV per row.");
 
 namespace radixkv::worker {
 namespace {
@@ -34,6 +36,7 @@ int Main() {
   o.num_threads = absl::GetFlag(FLAGS_threads);
   o.page_size = 16;
   o.decode_partition_size = absl::GetFlag(FLAGS_decode_partition_size);
+  o.gemv_max_rows = absl::GetFlag(FLAGS_gemv_max_rows);
   const int32_t prompt_len = absl::GetFlag(FLAGS_prompt_len);
   const int32_t new_tokens = absl::GetFlag(FLAGS_new_tokens);
   o.kv_capacity_slots = 8 * (prompt_len + new_tokens + 32);
