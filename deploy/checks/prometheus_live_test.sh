@@ -32,7 +32,9 @@ cleanup() {
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((rc != 0)); then
-    for f in "$work"/*.log; do echo "---- $(basename "$f") (last lines)"; tail -n 15 "$f"; done
+    for f in "$work"/*.log; do
+      [[ -f "$f" ]] && { echo "---- $(basename "$f") (last lines)"; tail -n 15 "$f"; }
+    done
   fi
 }
 trap cleanup EXIT
