@@ -498,6 +498,17 @@ function checkOverlay(overlay) {
   const seen = new Set();
   for (const obj of workloads) {
     const podSpec = obj.spec.template.spec;
+    // Volumes: unique names (overlays patch them by index), every mount
+    // names one of them.
+    const volumeNames = (podSpec.volumes || []).map((v) => v.name);
+    check(new Set(volumeNames).size === volumeNames.length, `${overlay}: ${obj.metadata.name}: duplicate volume names ${volumeNames}`);
+    const claims = (obj.spec.volumeClaimTemplates || []).map((t) => t.metadata.name);
+    for (const c of podContainers(obj)) {
+      for (const m of c.volumeMounts || []) {
+        check(volumeNames.includes(m.name) || claims.includes(m.name),
+          `${overlay}: ${obj.metadata.name} container ${c.name} mounts unknown volume ${m.name}`);
+      }
+    }
     for (const c of podContainers(obj)) {
       const where = `${overlay}: ${obj.kind}/${obj.metadata.name} container ${c.name}`;
       Object.assign(ctx, { obj, podSpec, where });
