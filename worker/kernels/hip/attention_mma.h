@@ -222,6 +222,145 @@ struct WarpAttention {
   }
 };
 
+// Like WarpAttention, but one warp owns kMT m16 tiles (16 * kMT query rows)
+// and reads its Q fragments from the swizzled shared-memory Q tile at every
+// k-step instead of keeping them in registers. Each K/V fragment loaded with
+// ldmatrix then feeds kMT MMAs: with kMT = 2 the shared-memory traffic per
+// MMA drops from 0.5 to 0.31 ldmatrix.x4 (K, V and Q reads counted), the
+// FlashAttention-2 shape (32 rows per warp). Used by the extend kernel.
+template <int D, int kN, bool kBf16, int kMT>
+struct WarpAttentionRows {
+  static_assert(D % 64 == 0 && kN % 16 == 0 && kMT >= 1, "tile shape");
+  static constexpr int kKSteps = D / 16;
+  static constexpr int kSTiles = kN / 8;
+  static constexpr int kOTiles = D / 8;
+
+  const uint16_t* q_tile;  // this warp's first Q row in the swizzled tile
+  float o[kMT][kOTiles][4];
+  float m[kMT][2];
+  float l[kMT][2];
+
+  // `tile` points at row 16 * kMT * warp of a swizzled Q tile (a multiple of
+  // 8 rows, so the swizzle phase is unchanged).
+  __device__ __forceinline__ void Init(const uint16_t* tile) {
+    q_tile = tile;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[mt][n][i] = 0.0f;
+      }
+      m[mt][0] = m[mt][1] = -INFINITY;
+      l[mt][0] = l[mt][1] = 0.0f;
+    }
+  }
+
+  __device__ __forceinline__ void Scores(float s[kMT][kSTiles][4],
+                                         const uint16_t* k_tile) const {
+    const int lane = LaneId();
+    const int mid = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[mt][j][i] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      uint32_t qa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        LdMatrixX4(qa[mt], q_tile + SwizzledOffset<D>(mt * 16 + lane % 16,
+                                                      2 * kk + lane / 16));
+      }
+#pragma unroll
+      for (int j = 0; j < kSTiles; j += 2) {
+        uint32_t b[4];
+        LdMatrixX4(b, k_tile + SwizzledOffset<D>(j * 8 + (mid >> 1) * 8 + r,
+                                                 2 * kk + (mid & 1)));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          Mma16816<kBf16>(s[mt][j], qa[mt], b[0], b[1]);
+          Mma16816<kBf16>(s[mt][j + 1], qa[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void Accumulate(float s[kMT][kSTiles][4],
+                                             const uint16_t* v_tile) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kSTiles; ++j) {
+          mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
+        }
+        mx = fmaxf(mx, WarpShflXor(mx, 1));
+        mx = fmaxf(mx, WarpShflXor(mx, 2));
+        const float m_new = fmaxf(m[mt][r], mx);
+        const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = FastExp2(m[mt][r] - m_ref);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kSTiles; ++j) {
+          s[mt][j][2 * r] = FastExp2(s[mt][j][2 * r] - m_ref);
+          s[mt][j][2 * r + 1] = FastExp2(s[mt][j][2 * r + 1] - m_ref);
+          sum += s[mt][j][2 * r] + s[mt][j][2 * r + 1];
+        }
+        l[mt][r] = l[mt][r] * alpha + sum;
+        m[mt][r] = m_new;
+#pragma unroll
+        for (int n = 0; n < kOTiles; ++n) {
+          o[mt][n][2 * r] *= alpha;
+          o[mt][n][2 * r + 1] *= alpha;
+        }
+      }
+    }
+    const int lane = LaneId();
+    const int mid = lane >> 3, rr = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      uint32_t a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = PackPair<kBf16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = PackPair<kBf16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = PackPair<kBf16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = PackPair<kBf16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int n = 0; n < kOTiles; n += 2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, v_tile + SwizzledOffset<D>(
+                                        kk * 16 + (mid & 1) * 8 + rr,
+                                        n + (mid >> 1)));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          Mma16816<kBf16>(o[mt][n], a[mt], b[0], b[1]);
+          Mma16816<kBf16>(o[mt][n + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void Finish() {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        l[mt][r] += WarpShflXor(l[mt][r], 1);
+        l[mt][r] += WarpShflXor(l[mt][r], 2);
+      }
+    }
+  }
+};
+
 }  // namespace radixkv::worker::gpu::mma
 
 #endif  // RADIXKV_GPU_NVIDIA
