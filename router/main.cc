@@ -37,7 +37,7 @@ ABSL_FLAG(int32_t, miss_affinity_tokens, 32,
           "cache_aware: on a miss everywhere, send the prompt to the worker "
           "chosen by rendezvous hashing of this many leading tokens; 0 = "
           "least loaded.");
-ABSL_FLAG(int64_t, miss_affinity_slack_tokens, 256,
+ABSL_FLAG(int64_t, miss_affinity_slack_tokens, 64,
           "cache_aware: ... unless that worker's load exceeds the least "
           "loaded one's by more than this many tokens.");
 ABSL_FLAG(int64_t, approx_tree_capacity_tokens, 1 << 20,

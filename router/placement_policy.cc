@@ -306,7 +306,7 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
     d.index = least;
     d.score = score_of(least);
     d.kind = PlacementDecisionKind::kLoadGuard;
-  } else if (max_hit == 0) {
+  } else if (max_hit == 0 || max_hit < options.miss_affinity_tokens) {
     d.kind = PlacementDecisionKind::kNoPrefix;
     if (options.miss_affinity_tokens > 0 && n > 1) {
       const int home = HomeWorker(input, options.miss_affinity_tokens);

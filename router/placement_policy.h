@@ -58,7 +58,7 @@ struct WorkerCandidate {
 enum class PlacementDecisionKind {
   kPrefixHit,     // the worker with the longest (predicted) prefix won
   kCostTradeoff,  // a worker with a shorter prefix won on load
-  kNoPrefix,      // no worker had any prefix: least loaded
+  kNoPrefix,      // no worker had a (meaningful) prefix: home or least loaded
   kLoadGuard,     // the imbalance guard overrode the best-scored worker
   kRoundRobin,
   kLeastLoad,
@@ -97,8 +97,9 @@ struct PlacementInput {
 // instead (the SGLang router's balance_abs/rel thresholds, in tokens), so a
 // hot shared prefix cannot pile every request onto one worker.
 //
-// Miss affinity (cache_aware only): when no worker holds any prefix of the
-// prompt, the request goes to the prompt's "home" worker, chosen by
+// Miss affinity (cache_aware only): when no worker holds a prefix of at
+// least `miss_affinity_tokens` tokens (a BOS or a common word is no
+// affinity), the request goes to the prompt's "home" worker, chosen by
 // rendezvous hashing of its first `miss_affinity_tokens` tokens, unless the
 // home's load exceeds the least loaded worker's by more than
 // `miss_affinity_slack_tokens` (then the least loaded). Requests sharing a
@@ -110,7 +111,7 @@ struct CacheAwareOptions {
   int64_t balance_abs_tokens = 1024;
   double balance_rel_ratio = 2.0;
   int32_t miss_affinity_tokens = 32;
-  int64_t miss_affinity_slack_tokens = 256;
+  int64_t miss_affinity_slack_tokens = 64;
 };
 
 // Thread-safe: Choose and OnDispatched may be called from any thread.

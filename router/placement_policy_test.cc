@@ -131,7 +131,7 @@ TEST(PlacementPolicyTest, NoPrefixSpreadsEqualWorkersFairly) {
 }
 
 TEST(PlacementPolicyTest, MissAffinitySendsAPromptFamilyHomeWithinSlack) {
-  auto policy = Make("cache_aware");  // 32 tokens, slack 256
+  auto policy = Make("cache_aware");  // 32 tokens, slack 64
   std::vector<int> homes(3, 0);
   std::vector<int> count(3, 0);
   for (int family = 0; family < 60; ++family) {

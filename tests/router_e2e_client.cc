@@ -1,0 +1,146 @@
+#include "tests/router_e2e_client.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "router/router_service.h"
+#include "router/workload_runner.h"
+#include "worker/model/tokenizer.h"
+
+namespace radixkv::tests {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/radixkv/", path);
+}
+
+const worker::Tokenizer& ModelTokenizer() {
+  static const worker::Tokenizer* tokenizer = [] {
+    auto t = worker::Tokenizer::Load(
+        Runfile("models/radixkv-demo-llama/tokenizer.model"));
+    if (!t.ok()) {
+      ADD_FAILURE() << t.status();
+      std::abort();
+    }
+    return t->release();
+  }();
+  return *tokenizer;
+}
+
+}  // namespace
+
+router::LocalClusterOptions TestClusterOptions(const std::string& name) {
+  router::LocalClusterOptions o;
+  o.model_dir = Runfile("models/radixkv-demo-llama");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  o.run_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  o.worker_args = {"--threads=1"};
+  o.start_timeout = absl::Seconds(60);
+  return o;
+}
+
+std::vector<int32_t> Encode(const std::string& text) {
+  auto ids = ModelTokenizer().Encode(text, /*add_bos=*/true);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+std::vector<int32_t> LicenseTokens(const std::string& license, int offset,
+                                   int n) {
+  std::ifstream in("/usr/share/common-licenses/" + license);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto ids = ModelTokenizer().Encode(ss.str(), /*add_bos=*/false);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_GE(static_cast<int>(ids->size()), offset + n) << license;
+  return std::vector<int32_t>(ids->begin() + offset, ids->begin() + offset + n);
+}
+
+Completion Generate(radixkv::v1::Router::Stub* router,
+                    const std::vector<int32_t>& prompt,
+                    const GenerateOptions& options) {
+  radixkv::v1::GenerateRequest req;
+  req.set_request_id(options.request_id);
+  req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  req.mutable_sampling()->set_max_new_tokens(options.max_new_tokens);
+  req.mutable_sampling()->set_ignore_eos(true);
+  req.set_disable_prefix_cache(options.disable_prefix_cache);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  if (!options.policy.empty()) {
+    ctx.AddMetadata(router::kPolicyOverrideMetadataKey, options.policy);
+  }
+  Completion out;
+  auto reader = router->Generate(&ctx, req);
+  radixkv::v1::GenerateResponse chunk;
+  while (reader->Read(&chunk)) {
+    out.tokens.insert(out.tokens.end(), chunk.token_ids().begin(),
+                      chunk.token_ids().end());
+    if (!chunk.worker_id().empty()) out.worker_id = chunk.worker_id();
+    if (chunk.has_usage()) out.usage = chunk.usage();
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+std::unique_ptr<radixkv::v1::Router::Stub> RouterStub(
+    const std::string& address) {
+  return radixkv::v1::Router::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<radixkv::v1::CacheService::Stub> CacheServiceStub(
+    const std::string& address) {
+  return radixkv::v1::CacheService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<radixkv::v1::Worker::Stub> WorkerStub(
+    const std::string& address) {
+  return radixkv::v1::Worker::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+radixkv::v1::StatsResponse CacheStats(const std::string& cache_address) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  radixkv::v1::StatsResponse stats;
+  grpc::Status st = CacheServiceStub(cache_address)->Stats(&ctx, {}, &stats);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return stats;
+}
+
+radixkv::v1::WorkerStatsResponse WorkerStats(
+    const std::string& worker_address) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  radixkv::v1::WorkerStatsResponse stats;
+  grpc::Status st = WorkerStub(worker_address)->GetStats(&ctx, {}, &stats);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return stats;
+}
+
+double MetricValue(const std::string& metrics_address,
+                   const std::string& prefix) {
+  auto text = router::HttpGet(metrics_address, "/metrics");
+  EXPECT_TRUE(text.ok()) << text.status();
+  if (!text.ok()) return 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    const size_t space = line.rfind(' ');
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(space + 1), &v)) return v;
+  }
+  return 0;
+}
+
+}  // namespace radixkv::tests

@@ -1,0 +1,70 @@
+// Test support for the end-to-end tests of the router against a LocalCluster
+// of real processes (redis-server, cache service, two CPU workers, router):
+// locating the embedded model and binaries in the test's runfiles, a
+// tokenizer for text prompts, and blocking helpers around the gRPC stubs.
+#ifndef RADIXKV_TESTS_ROUTER_E2E_CLIENT_H_
+#define RADIXKV_TESTS_ROUTER_E2E_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "radixkv/v1/cache_service.grpc.pb.h"
+#include "radixkv/v1/router.grpc.pb.h"
+#include "radixkv/v1/worker.grpc.pb.h"
+#include "router/local_cluster.h"
+
+namespace radixkv::tests {
+
+// Cluster options for a test: runfiles model, a fresh run dir under
+// TEST_TMPDIR named `name`, workers with one thread each.
+router::LocalClusterOptions TestClusterOptions(const std::string& name);
+
+// Token ids of `text` with BOS (the embedded model's tokenizer).
+std::vector<int32_t> Encode(const std::string& text);
+// The first `n` tokens of a Debian license text (no BOS), from `offset`.
+std::vector<int32_t> LicenseTokens(const std::string& license, int offset,
+                                   int n);
+
+struct Completion {
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  std::string worker_id;
+  radixkv::v1::Usage usage;
+};
+
+struct GenerateOptions {
+  int32_t max_new_tokens = 16;
+  bool disable_prefix_cache = false;
+  std::string request_id;
+  // Sent as radixkv-placement-policy metadata when not empty.
+  std::string policy;
+};
+
+// One streamed Router.Generate with greedy sampling and ignore_eos; blocks
+// until the stream ends (deadline 120 s).
+Completion Generate(radixkv::v1::Router::Stub* router,
+                    const std::vector<int32_t>& prompt,
+                    const GenerateOptions& options = {});
+
+std::unique_ptr<radixkv::v1::Router::Stub> RouterStub(
+    const std::string& address);
+std::unique_ptr<radixkv::v1::CacheService::Stub> CacheServiceStub(
+    const std::string& address);
+std::unique_ptr<radixkv::v1::Worker::Stub> WorkerStub(
+    const std::string& address);
+
+// CacheService.Stats (all workers); aborts the test on failure.
+radixkv::v1::StatsResponse CacheStats(const std::string& cache_address);
+radixkv::v1::WorkerStatsResponse WorkerStats(const std::string& worker_address);
+
+// The value of the Prometheus sample whose line starts with `prefix` in the
+// text exposition at http://<metrics_address>/metrics; 0 when absent.
+double MetricValue(const std::string& metrics_address,
+                   const std::string& prefix);
+
+}  // namespace radixkv::tests
+
+#endif  // RADIXKV_TESTS_ROUTER_E2E_CLIENT_H_
