@@ -11,7 +11,8 @@
 //      slots per worker and state for every worker pod (the cache service's
 //      `worker` label equals the worker's pod label),
 //      TTFT/TPOT quantiles finite and ordered, tokens/s > 0, routing
-//      decisions for cache_aware, Redis journal latency > 0
+//      decisions for cache_aware, Redis journal latency > 0, persistence
+//      mode redis, journal batches and radix tree nodes present
 //  - every alert rule evaluates without error on the real series.
 'use strict';
 
@@ -100,6 +101,10 @@ async function main() {
   assert.ok(dispatched.length >= 1 && dispatched.every((w) => workerPods.includes(w)), `dispatch worker ids ${dispatched}`);
   const journal = finite(r('Redis journal latency/B'));
   assert.ok(journal.length === 1 && journal[0].value > 0, 'Redis journal p99 > 0');
+  const persistence = r('Cache service persistence/A');
+  assert.deepStrictEqual(persistence.map((x) => [x.labels.mode, x.value]), [['redis', 1]], 'persistence mode redis');
+  assert.ok(finite(r('Journal entries per flush/B'))[0].value > 0, 'journal entries per flush p99 > 0');
+  assert.ok(r('Radix tree nodes/A')[0].value > 0, 'radix tree nodes > 0');
   const up = r('Targets up/A');
   assert.strictEqual(up.length, targets.length);
   assert.ok(up.every((s) => s.value === 1));
@@ -108,7 +113,12 @@ async function main() {
   // Alert rules evaluate on the real series.
   const groups = (await api('/api/v1/rules')).groups;
   const rules = groups.flatMap((g) => g.rules);
-  assert.ok(rules.length >= 8, `${rules.length} rules loaded`);
+  const YAML = require('yaml');
+  const path = require('path');
+  const deployDir = path.resolve(process.env.RADIXKV_DEPLOY_DIR || path.join(__dirname, '..'));
+  const written = YAML.parse(fs.readFileSync(path.join(deployDir, 'monitoring', 'alerts.yml'), 'utf8'))
+    .groups.flatMap((g) => g.rules.map((x) => x.alert)).sort();
+  assert.deepStrictEqual(rules.map((x) => x.name).sort(), written, 'Prometheus loaded every rule of alerts.yml');
   for (const rule of rules) {
     assert.strictEqual(rule.health, 'ok', `rule ${rule.name}: ${rule.health} ${rule.lastError || ''}`);
   }
