@@ -26,7 +26,6 @@
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
 #include <cstdlib>
-#include <string>
 
 #include "worker/kernels/attention_combine.h"
 #include "worker/kernels/hip/attention_mma.h"
@@ -161,33 +160,30 @@ __global__ void __launch_bounds__(kThreads)
 #if defined(RADIXKV_GPU_NVIDIA)
 
 
-// Keys per K/V tile: 64 for head_dim <= 128 with 16 rows per warp; 32 for
-// head_dim 256 (shared memory) and for 32 rows per warp (registers: the
-// score tile of two m16 tiles).
-template <int D, int kMT>
-inline constexpr int kExtendKeys = (D <= 128 && kMT == 1) ? 64 : 32;
+// Keys per K/V tile: 64 for head_dim <= 128, 32 for 256 (shared memory).
+template <int D>
+inline constexpr int kExtendKeys = D <= 128 ? 64 : 32;
 
-// Query rows per block: 16 * kMT per warp (kMT m16 tiles per warp).
-template <int kWarps, int kMT>
-inline constexpr int kBlockRows = 16 * kMT * kWarps;
+// Query rows per block: 16 per warp.
+template <int kWarps>
+inline constexpr int kBlockRows = 16 * kWarps;
 
-template <int D, int kWarps, int kMT>
+template <int D, int kWarps>
 constexpr size_t ExtendSmemBytes() {
-  constexpr int kN = kExtendKeys<D, kMT>;
-  return static_cast<size_t>(kBlockRows<kWarps, kMT>) * D * 2 +
+  constexpr int kN = kExtendKeys<D>;
+  return static_cast<size_t>(kBlockRows<kWarps>) * D * 2 +
          2 * 2 * kN * D * 2 + 2 * kN * sizeof(int64_t);
 }
 
-// kWarps warps x 16 * kMT query rows per block (BLOCK_M = 16 kMT kWarps),
-// all sharing each K/V tile; Q stays in shared memory.
-template <int D, int kWarps, int kMT, bool kBf16>
+// kWarps warps x 16 query rows per block (BLOCK_M = 16 * kWarps), all
+// sharing each K/V tile.
+template <int D, int kWarps, bool kBf16>
 __global__ void __launch_bounds__(kWarps * 32)
     ExtendMmaKernel(ExtendParams p) {
   constexpr int kThreads = kWarps * 32;
-  constexpr int kBlockM = kBlockRows<kWarps, kMT>;
-  constexpr int kRowsPerWarp = 16 * kMT;
-  constexpr int kN = kExtendKeys<D, kMT>;
-  using Warp = mma::WarpAttentionRows<D, kN, kBf16, kMT>;
+  constexpr int kBlockM = kBlockRows<kWarps>;
+  constexpr int kN = kExtendKeys<D>;
+  using Warp = mma::WarpAttention<D, kN, kBf16>;
   constexpr int kChunksPerRow = D / 8;
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static_assert(kThreads % kChunksPerRow == 0, "chunk assignment");
@@ -297,12 +293,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   };
 
   Warp att;
-  att.Init(q_tile + warp * kRowsPerWarp * D);
+  att.Init();
   if (num_tiles > 0) issue(0);
   mma::CpAsyncWait<0>();
   __syncthreads();
+  att.LoadQ(q_tile + warp * 16 * D);
+  // LoadQ addresses rows relative to the warp's first row; the swizzle uses
+  // (row & 7), which is unchanged by the 16-row offset.
+
   const int g = lane >> 2, t4 = lane & 3;
-  const int32_t warp_row0 = m0 + warp * kRowsPerWarp;  // first row of warp
+  const int32_t warp_row0 = m0 + warp * 16;  // first extend row of this warp
   for (int32_t it = 0; it < num_tiles; ++it) {
     __syncthreads();  // stage (it + 1) & 1 and `bases` are free again
     if (it + 1 < num_tiles) {
@@ -316,26 +316,27 @@ __global__ void __launch_bounds__(kWarps * 32)
     const bool prefix = it < prefix_tiles;
     const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
     // Extend tiles entirely above this warp's rows contribute nothing.
-    if (!prefix && key0 > warp_row0 + kRowsPerWarp - 1) continue;
-    float s[kMT][Warp::kSTiles][4];
+    if (!prefix && key0 > warp_row0 + 15) continue;
+    float s[Warp::kSTiles][4];
     att.Scores(s, k_tiles + stage * kN * D);
     const bool need_mask =
         prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
+    if (need_mask) {
 #pragma unroll
       for (int j = 0; j < Warp::kSTiles; ++j) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          float v = s[mt][j][i] * p.scale_log2;
-          if (need_mask) {
-            const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
-            const int32_t row = warp_row0 + mt * 16 + g + 8 * (i >> 1);
-            const bool ok = prefix ? key < lp : key <= row;
-            v = ok ? v : -INFINITY;
-          }
-          s[mt][j][i] = v;
+          const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
+          const int32_t row = warp_row0 + g + 8 * (i >> 1);
+          const bool ok = prefix ? key < lp : key <= row;
+          s[j][i] = ok ? s[j][i] * p.scale_log2 : -INFINITY;
         }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < Warp::kSTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[j][i] *= p.scale_log2;
       }
     }
     att.Accumulate(s, v_tiles + stage * kN * D);
@@ -343,26 +344,20 @@ __global__ void __launch_bounds__(kWarps * 32)
   att.Finish();
 
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = warp_row0 + g + 8 * r;
+    if (row >= le) continue;
+    const int64_t orow =
+        static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
+    const float inv = att.l[r] > 0.0f ? 1.0f / att.l[r] : 0.0f;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int32_t row = warp_row0 + mt * 16 + g + 8 * r;
-      if (row >= le) continue;
-      const int64_t orow =
-          static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
-      const float l = att.l[mt][r];
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-      for (int n = 0; n < Warp::kOTiles; ++n) {
-        const uint32_t lo = FloatToElem<kBf16>(att.o[mt][n][2 * r] * inv);
-        const uint32_t hi = FloatToElem<kBf16>(att.o[mt][n][2 * r + 1] * inv);
-        *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
-            lo | (hi << 16);
-      }
-      if (t4 == 0 && p.lse != nullptr) {
-        p.lse[orow] = CombineLse(att.m[mt][r], l);
-      }
+    for (int n = 0; n < Warp::kOTiles; ++n) {
+      const uint32_t lo = FloatToElem<kBf16>(att.o[n][2 * r] * inv);
+      const uint32_t hi = FloatToElem<kBf16>(att.o[n][2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
+          lo | (hi << 16);
     }
+    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(att.m[r], att.l[r]);
   }
 }
 
@@ -377,26 +372,23 @@ int SetSmemLimit(Kernel kernel, size_t bytes) {
 }
 
 #if defined(RADIXKV_GPU_NVIDIA)
-// Extend block shape on the tensor-core path, from RADIXKV_EXTEND_SHAPE for
-// benchmarking (docs/kernel-notes.md): "8x16" = 8 warps x 16 rows, "4x32" =
-// 4 warps x 32 rows (default), "4x16" = 4 warps x 16 rows.
-int ExtendShape() {
-  static const int shape = [] {
-    const char* env = std::getenv("RADIXKV_EXTEND_SHAPE");
-    if (env == nullptr) return 432;
-    const std::string v = env;
-    return v == "8x16" ? 816 : v == "4x16" ? 416 : 432;
+// Warps per extend block on the tensor-core path: 8 by default, 4 with
+// RADIXKV_EXTEND_WARPS=4 (benchmarking; docs/kernel-notes.md).
+int ExtendWarps() {
+  static const int warps = [] {
+    const char* env = std::getenv("RADIXKV_EXTEND_WARPS");
+    return env != nullptr && std::atoi(env) == 4 ? 4 : 8;
   }();
-  return shape;
+  return warps;
 }
 
-template <int D, int kWarps, int kMT, bool kBf16>
+template <int D, int kWarps, bool kBf16>
 int LaunchExtendMma(ExtendParams p, const internal::ExtendLaunch& a,
                     hipStream_t stream) {
-  constexpr int kBlockM = kBlockRows<kWarps, kMT>;
+  constexpr int kBlockM = kBlockRows<kWarps>;
   p.num_m_blocks = (a.max_extend_len + kBlockM - 1) / kBlockM;
-  const size_t smem = ExtendSmemBytes<D, kWarps, kMT>();
-  auto kernel = ExtendMmaKernel<D, kWarps, kMT, kBf16>;
+  const size_t smem = ExtendSmemBytes<D, kWarps>();
+  auto kernel = ExtendMmaKernel<D, kWarps, kBf16>;
   if (int err = SetSmemLimit(kernel, smem)) return err;
   hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
                      dim3(kWarps * 32), smem, stream, p);
@@ -409,19 +401,12 @@ int LaunchExtendTyped(ExtendParams p, const internal::ExtendLaunch& a,
                       hipStream_t stream) {
 #if defined(RADIXKV_GPU_NVIDIA)
   if (a.path == internal::KernelPath::kMatrixCore) {
-    // head_dim <= 128: the shape from ExtendShape(); head_dim 256: 4 warps x
-    // 16 rows (shared memory and registers).
+    // 8 warps (BLOCK_M 128) for head_dim <= 128 unless RADIXKV_EXTEND_WARPS=4;
+    // head_dim 256 always uses 4 (shared memory).
     if constexpr (D <= 128) {
-      switch (ExtendShape()) {
-        case 816:
-          return LaunchExtendMma<D, 8, 1, kBf16>(p, a, stream);
-        case 416:
-          return LaunchExtendMma<D, 4, 1, kBf16>(p, a, stream);
-        default:
-          return LaunchExtendMma<D, 4, 2, kBf16>(p, a, stream);
-      }
+      if (ExtendWarps() == 8) return LaunchExtendMma<D, 8, kBf16>(p, a, stream);
     }
-    return LaunchExtendMma<D, 4, 1, kBf16>(p, a, stream);
+    return LaunchExtendMma<D, 4, kBf16>(p, a, stream);
   }
 #endif
   // kWarpSize is exact on the host for the targets this project builds (32
