@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -61,11 +62,12 @@ absl::StatusOr<std::unique_ptr<RedisServerProcess>> RedisServerProcess::Start(
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) return absl::UnavailableError("fork failed");
-    if (pid == 0) {
-      execv(argv[0], argv.data());
-      _exit(127);
+    // posix_spawn, not fork: no pthread_atfork handlers (gRPC's) run in the
+    // child of a multi-threaded test.
+    pid_t pid = -1;
+    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) !=
+        0) {
+      return absl::UnavailableError("posix_spawn redis-server failed");
     }
     out->pid_ = pid;
     absl::Time deadline = absl::Now() + absl::Seconds(10);

@@ -1,0 +1,193 @@
+"""The cache_service binary called from a Python gRPC client generated from
+proto/ (Debian python3-grpcio): Register, Acquire, Commit, Match, Stats, a
+bad-input error, the Prometheus /metrics exposition, the in-memory mode
+notice, and (with a redis-server started by this test on its own port and
+temp dir) state surviving a restart."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import radixkv_stubs  # noqa: E402
+
+ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
+STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
+CS = STUBS.cache_service_pb2
+BINARY = os.path.join(ROOT, "cache_service/cache_service")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class CacheService:
+    """The binary as a subprocess with a stub on its port."""
+
+    def __init__(self, extra_args=()):
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="cache_service_",
+                                               suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [BINARY, "--bind_address=127.0.0.1", "--grpc_port=%d" % self.port,
+             "--metrics_port=%d" % self.metrics_port] + list(extra_args),
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
+        self.stub = STUBS.cache_service_pb2_grpc.CacheServiceStub(self.channel)
+        deadline = time.time() + 30
+        while True:
+            try:
+                self.stub.Stats(CS.StatsRequest(), timeout=1)
+                return
+            except grpc.RpcError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise AssertionError("cache_service not ready:\n" +
+                                         self.output())
+                time.sleep(0.05)
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        self.channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def register(stub, worker="w0", capacity=256, page_size=16, epoch=1):
+    return stub.Register(CS.RegisterRequest(
+        worker_id=worker, address="127.0.0.1:1", capacity_slots=capacity,
+        page_size=page_size, model="m", epoch=epoch, vocab_size=100))
+
+
+class CacheServiceRpcTest(unittest.TestCase):
+
+    def test_memory_mode_rpcs_and_metrics(self):
+        svc = CacheService()
+        self.addCleanup(svc.kill)
+        reply = register(svc.stub)
+        self.assertEqual(reply.epoch, 1)
+        self.assertGreater(reply.lease_ttl_ms, 0)
+
+        prompt = list(range(1, 41))
+        first = svc.stub.Acquire(CS.AcquireRequest(
+            worker_id="w0", epoch=1, model="m", tokens=prompt))
+        self.assertEqual(first.prefix_len, 0)
+        self.assertEqual(len(first.kv_indices), 40)
+        self.assertEqual(len(set(first.kv_indices)), 40)
+        commit = svc.stub.Commit(CS.CommitRequest(lease_id=first.lease_id,
+                                                  tokens=prompt))
+        self.assertEqual(commit.inserted_tokens, 40)
+
+        # Second turn, page_size 16: all 40 tokens are reused (token
+        # granular: the partly matched third page is copied), where
+        # page-granular reuse would give 32.
+        second = svc.stub.Acquire(CS.AcquireRequest(
+            worker_id="w0", epoch=1, model="m", tokens=prompt + [41]))
+        self.assertEqual(second.prefix_len, 40)
+        self.assertEqual(second.page_aligned_prefix_len, 32)
+        self.assertEqual(list(second.kv_indices[:32]),
+                         list(first.kv_indices[:32]))
+        self.assertEqual(len(second.copy_ops), 1)
+        self.assertEqual(second.copy_ops[0].num_tokens, 8)
+
+        match = svc.stub.Match(CS.MatchRequest(model="m", tokens=prompt))
+        self.assertEqual([w.worker_id for w in match.workers], ["w0"])
+        self.assertEqual(match.workers[0].matched_tokens, 40)
+        self.assertEqual(match.workers[0].page_aligned_tokens, 32)
+
+        with self.assertRaises(grpc.RpcError) as err:
+            svc.stub.Acquire(CS.AcquireRequest(worker_id="w0", epoch=1,
+                                               model="m", tokens=[1, 100]))
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(grpc.RpcError) as err:
+            svc.stub.Release(CS.ReleaseRequest(lease_id=first.lease_id))
+        self.assertEqual(err.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+        stats = svc.stub.Stats(CS.StatsRequest())
+        self.assertEqual(stats.persistence, "memory")
+        self.assertEqual(stats.active_leases, 1)
+        w = stats.workers[0]
+        self.assertEqual(w.capacity_slots, 256)
+        self.assertEqual(w.free_slots + w.evictable_slots + w.protected_slots,
+                         256)
+        self.assertEqual(w.prefix_query_tokens, 81)
+        self.assertEqual(w.prefix_hit_tokens, 40)
+
+        # /metrics (prometheus-cpp), refreshed by the background sweep.
+        url = "http://127.0.0.1:%d/metrics" % svc.metrics_port
+        deadline = time.time() + 10
+        text = ""
+        while time.time() < deadline:
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+            if 'radixkv_cache_prefix_hit_tokens_total{worker="w0"} 40' in text:
+                break
+            time.sleep(0.1)
+        self.assertIn('radixkv_cache_prefix_hit_tokens_total{worker="w0"} 40',
+                      text)
+        self.assertIn('radixkv_cache_active_leases{worker="w0"} 1', text)
+        self.assertIn('radixkv_cache_rpc_latency_seconds_count{rpc="Acquire"} 3',
+                      text)
+        self.assertIn('radixkv_cache_persistence{mode="memory"} 1', text)
+
+        self.assertEqual(svc.stop(), 0)
+        out = svc.output()
+        self.assertIn("persistence: memory", out)
+        self.assertIn("stopped cleanly", out)
+
+    def test_redis_mode_survives_a_restart(self):
+        redis_dir = tempfile.mkdtemp(prefix="radixkv_redis_")
+        self.addCleanup(shutil.rmtree, redis_dir, True)
+        redis_port = free_port()
+        redis = subprocess.Popen(
+            ["/usr/bin/redis-server", "--port", str(redis_port), "--bind",
+             "127.0.0.1", "--dir", redis_dir, "--save", "", "--appendonly",
+             "yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (redis.kill(), redis.wait()))
+        args = ["--redis=127.0.0.1:%d" % redis_port, "--snapshot_every_ops=3"]
+
+        svc = CacheService(args)
+        self.addCleanup(svc.kill)
+        register(svc.stub, page_size=1, capacity=64)
+        lease = svc.stub.Acquire(CS.AcquireRequest(
+            worker_id="w0", epoch=1, model="m", tokens=[5, 6, 7, 8],
+            reserve_tokens=2))
+        dump = svc.stub.Dump(CS.DumpRequest()).canonical
+        self.assertEqual(svc.stub.Stats(CS.StatsRequest()).persistence,
+                         "redis")
+        svc.kill()  # SIGKILL: no clean shutdown
+
+        again = CacheService(args)
+        self.addCleanup(again.kill)
+        self.assertEqual(again.stub.Dump(CS.DumpRequest()).canonical, dump)
+        stats = again.stub.Stats(CS.StatsRequest())
+        self.assertEqual(stats.active_leases, 1)
+        commit = again.stub.Commit(CS.CommitRequest(
+            lease_id=lease.lease_id, tokens=[5, 6, 7, 8, 9]))
+        self.assertEqual(commit.inserted_tokens, 5)
+        self.assertEqual(again.stop(), 0)
+        self.assertIn("persistence: redis", again.output())
+        self.assertIn("recovered state from redis", again.output())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
