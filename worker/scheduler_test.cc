@@ -244,6 +244,28 @@ TEST_F(SchedulerTest, GrowsAtMostOncePerStep) {
   EXPECT_EQ(scheduler_->Stats().grow_rpcs, cache_->calls("Grow"));
 }
 
+TEST_F(SchedulerTest, GrowCopyOnWriteIsExecutedAndRemapped) {
+  SchedulerOptions options;
+  options.grow_tokens = 4;
+  options.reserve_tokens = 2;
+  Init(256, 4, options);
+  // Lease of 5 + 2 = 7 slots: its last page is partial, so the first Grow
+  // moves positions [4, 7) to a fresh page with a copy op.
+  std::vector<int32_t> prompt = RandomPrompt(5);
+  auto stream = Submit(Request("cow", prompt, 12));
+  cache_->CopyOnWriteOnNextGrow();
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  // The fake executor checks every context slot it reads: a copy op not
+  // executed or a remap not applied would fail the request.
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 12));
+  int copy_ops = 0;
+  for (const auto& batch : executor_->batches()) copy_ops += batch.num_copy_ops;
+  EXPECT_EQ(copy_ops, 1);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
 TEST_F(SchedulerTest, PreemptsInsteadOfFailingWhenMemoryRunsOut) {
   SchedulerOptions options;
   options.grow_tokens = 4;

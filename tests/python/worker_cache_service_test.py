@@ -121,11 +121,12 @@ class Process:
 
 
 def generate(stub, ids=None, text=None, max_new_tokens=16, ignore_eos=False,
-             **kwargs):
+             stop=(), **kwargs):
     """Runs one streamed Generate; returns (token ids, text, last response)."""
     request = COMMON.GenerateRequest(
         sampling=COMMON.SamplingParams(max_new_tokens=max_new_tokens,
-                                       ignore_eos=ignore_eos), **kwargs)
+                                       ignore_eos=ignore_eos, stop=stop),
+        **kwargs)
     if ids is not None:
         request.token_ids.ids.extend(ids)
     if text is not None:
@@ -261,6 +262,19 @@ class WorkerWithCacheServiceTest(unittest.TestCase):
         self.assertEqual(by_text, by_ids)
         self.assertEqual(text, text_ids)
         self.assertTrue(text)
+        self.assertEqual(last.finish_reason, COMMON.FINISH_REASON_LENGTH)
+        # A stop string inside that text: generation ends there and the stop
+        # string is cut from the returned text.
+        words = text.split()
+        self.assertGreaterEqual(len(words), 2, text)
+        stop = words[1]
+        stopped_ids, stopped_text, stopped = generate(
+            self.stub, text=PROMPT_TEXT, max_new_tokens=12, return_text=True,
+            stop=[stop], disable_prefix_cache=True)
+        self.assertEqual(stopped.finish_reason, COMMON.FINISH_REASON_STOP)
+        self.assertEqual(stopped_text, text[:text.index(stop)])
+        self.assertEqual(stopped_ids, by_text[:len(stopped_ids)])
+        self.assertLess(len(stopped_ids), len(by_text))
 
     def test_3_bad_input_is_invalid_argument_without_leases(self):
         acquires_before = self.cache_worker_stats().prefix_query_tokens

@@ -192,13 +192,33 @@ absl::StatusOr<v1::GrowResponse> FakeKvCacheClient::Grow(
   }
   Lease& lease = it->second;
   const int64_t from = static_cast<int64_t>(lease.kv_indices.size());
+  v1::GrowResponse response;
+  response.set_first_remapped_position(-1);
+  if (cow_next_grow_ && from % page_size_ != 0) {
+    cow_next_grow_ = false;
+    std::vector<int64_t> fresh;
+    if (!AllocatePages(1, &fresh)) {
+      return absl::ResourceExhaustedError("no free pages");
+    }
+    const int64_t first = from - from % page_size_;
+    const int64_t old_page = lease.kv_indices[first] / page_size_;
+    v1::CopyOp* op = response.add_copy_ops();
+    op->set_src_page(old_page);
+    op->set_dst_page(fresh[0]);
+    op->set_num_tokens(static_cast<int32_t>(from - first));
+    response.set_first_remapped_position(first);
+    for (int64_t p = first; p < from; ++p) {
+      lease.kv_indices[p] = fresh[0] * page_size_ + p % page_size_;
+      response.add_remapped_kv_indices(lease.kv_indices[p]);
+    }
+    std::replace(lease.pages.begin(), lease.pages.end(), old_page, fresh[0]);
+    Unref({old_page});
+  }
   int64_t to = from + request.num_tokens();
   to = (to + page_size_ - 1) / page_size_ * page_size_;
   if (!Extend(lease, to)) return absl::ResourceExhaustedError("no free pages");
-  v1::GrowResponse response;
   response.mutable_kv_indices()->Assign(lease.kv_indices.begin() + from,
                                         lease.kv_indices.end());
-  response.set_first_remapped_position(-1);
   return response;
 }
 

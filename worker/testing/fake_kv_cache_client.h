@@ -39,6 +39,14 @@ class FakeKvCacheClient : public KvCacheClient {
 
   // Every RPC returns UNAVAILABLE while set.
   void SetUnavailable(bool unavailable);
+  // The next Grow of a lease whose length ends inside a page moves that
+  // partial page (copy-on-write): it returns a copy op to a fresh page and
+  // the remapped slots of the moved positions, like the real service does
+  // for a shared last page.
+  void CopyOnWriteOnNextGrow() {
+    absl::MutexLock lock(&mu_);
+    cow_next_grow_ = true;
+  }
   // Leases reported lost by the next heartbeat.
   void LoseLeaseOnNextHeartbeat(uint64_t lease_id);
 
@@ -93,6 +101,7 @@ class FakeKvCacheClient : public KvCacheClient {
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int32_t>> commits_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> lose_ ABSL_GUARDED_BY(mu_);
+  bool cow_next_grow_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace radixkv::worker::testing
