@@ -1016,11 +1016,10 @@ absl::StatusOr<StatsResult> CacheStateImpl::Stats(std::string_view worker_id,
       ++result.trees;
       result.tree_nodes += tree->num_nodes();
       result.tree_metadata_bytes += tree->MetadataBytes();
-      tree->ForEachPreorder([&](const RadixNode& node) {
-        result.tree_tokens += static_cast<int64_t>(node.tokens().size());
-        result.resident_tokens += static_cast<int64_t>(node.tokens().size()) *
-                                  std::popcount(node.resident_mask());
-      });
+      result.tree_tokens += tree->num_tokens();
+    }
+    for (const WorkerContext& ctx : *model.contexts) {
+      result.resident_tokens += ctx.resident_tokens;
     }
   }
   return result;

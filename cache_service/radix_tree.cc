@@ -124,6 +124,7 @@ RadixNode* RadixTree::NewNode(RadixNode* parent, int64_t start,
   RadixNode* raw = node.get();
   parent->children_[raw->tokens_[0]] = std::move(node);
   ++num_nodes_;
+  num_tokens_ += static_cast<int64_t>(raw->tokens_.size());
   return raw;
 }
 
@@ -373,6 +374,7 @@ EvictOutcome RadixTree::EvictLeaf(RadixNode* node, int bit) {
   if (node->resident_mask_ == 0) {
     // No worker left: the node has no resident children either (prefix
     // closure), hence no children at all.
+    num_tokens_ -= static_cast<int64_t>(node->tokens_.size());
     parent->children_.erase(node->tokens_[0]);
     --num_nodes_;
   }
@@ -403,6 +405,7 @@ void RadixTree::RemoveWorker(int bit) {
     if (parent != &root_) --parent->residency(bit)->resident_children;
     if (node->resident_mask_ == 0) {
       // No residency left: no children either (prefix closure).
+      num_tokens_ -= static_cast<int64_t>(node->tokens_.size());
       parent->children_.erase(node->tokens_[0]);
       --num_nodes_;
     }
@@ -425,7 +428,14 @@ void RadixTree::ForEachPreorder(
 
 int64_t RadixTree::MetadataBytes() const {
   int64_t bytes = sizeof(RadixTree);
-  ForEachPreorder([&](const RadixNode& node) {
+  // Unordered iterative walk: O(nodes), no sorting (Stats calls this).
+  std::vector<const RadixNode*> stack = {&root_};
+  while (!stack.empty()) {
+    const RadixNode& node = *stack.back();
+    stack.pop_back();
+    for (const auto& [key, child] : node.children_) {
+      stack.push_back(child.get());
+    }
     bytes += sizeof(RadixNode);
     bytes += static_cast<int64_t>(node.tokens_.capacity()) * sizeof(int32_t);
     bytes +=
@@ -437,7 +447,7 @@ int64_t RadixTree::MetadataBytes() const {
     // bucket.
     bytes += static_cast<int64_t>(node.children_.capacity()) *
              (1 + sizeof(std::pair<int32_t, std::unique_ptr<RadixNode>>));
-  });
+  }
   return bytes;
 }
 
@@ -452,6 +462,7 @@ RadixNode* RadixTree::RestoreChild(RadixNode* parent, uint64_t id,
   RadixNode* raw = node.get();
   parent->children_[raw->tokens_[0]] = std::move(node);
   ++num_nodes_;
+  num_tokens_ += static_cast<int64_t>(raw->tokens_.size());
   return raw;
 }
 
@@ -500,6 +511,7 @@ absl::Status RadixTree::CheckInvariants(
     return absl::InternalError("root must be empty and permanent");
   }
   int64_t nodes = 0;
+  int64_t tokens = 0;
   absl::Status status;
   std::vector<const RadixNode*> stack = {&root_};
   while (!stack.empty() && status.ok()) {
@@ -511,6 +523,7 @@ absl::Status RadixTree::CheckInvariants(
       const RadixNode* child = child_ptr.get();
       stack.push_back(child);
       ++nodes;
+      tokens += static_cast<int64_t>(child->tokens_.size());
       const std::string where = absl::StrCat("node ", child->id_, " (tree ",
                                              model_, "/", cache_salt_, ")");
       if (child->tokens_.empty()) {
@@ -586,6 +599,11 @@ absl::Status RadixTree::CheckInvariants(
         return absl::InternalError(where + ": mask != records");
       }
     }
+  }
+  if (tokens != num_tokens_) {
+    return absl::InternalError(absl::StrCat("tree ", model_, "/", cache_salt_,
+                                            ": token count ", num_tokens_,
+                                            " != ", tokens));
   }
   if (nodes != num_nodes_) {
     return absl::InternalError(absl::StrCat("tree ", model_, "/", cache_salt_,

@@ -140,6 +140,8 @@ class RadixTree {
   const RadixNode* root() const { return &root_; }
   bool empty() const { return root_.children_.empty(); }
   int64_t num_nodes() const { return num_nodes_; }
+  // Tokens on all edges (each once, however many workers hold them).
+  int64_t num_tokens() const { return num_tokens_; }
 
   // For every bit in `workers`, out[bit] = longest prefix of tokens resident
   // on that worker (seed 2.3). Read-only. O(tokens + path nodes + workers).
@@ -229,7 +231,8 @@ class RadixTree {
   WorkerContexts* workers_;
   uint64_t* next_node_id_;
   RadixNode root_;
-  int64_t num_nodes_ = 0;  // root excluded
+  int64_t num_nodes_ = 0;   // root excluded
+  int64_t num_tokens_ = 0;  // edge tokens of all nodes
 };
 
 }  // namespace radixkv::cache_service
