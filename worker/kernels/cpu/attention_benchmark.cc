@@ -19,6 +19,7 @@
 #include "worker/kernels/cpu/cpu_thread_pool.h"
 #include "worker/kernels/cpu/decode_attention.h"
 #include "worker/kernels/cpu/extend_attention.h"
+#include "worker/kv_cache_layout.h"
 #include "worker/kv_pool.h"
 #include "worker/numeric_types.h"
 
@@ -40,11 +41,10 @@ struct Fixture {
   std::unique_ptr<KvPool> pool;
   std::vector<int64_t> slots;
 
-  Fixture(int64_t tokens, DType dtype, std::mt19937_64& rng) {
+  Fixture(int64_t tokens, DType dtype, KvLayout layout, std::mt19937_64& rng) {
     const int64_t pages = (tokens + kPageSize - 1) / kPageSize + 1;
     pool = *KvPool::Create(
-        1, KvCacheGeometry{pages, kPageSize, kHkv, kD, 0, KvLayout::kBSHD},
-        dtype);
+        1, KvCacheGeometry{pages, kPageSize, kHkv, kD, 0, layout}, dtype);
     const int64_t bytes = pool->geometry().BytesPerLayer();
     // Random bit patterns of plausible magnitude: fill with converted values.
     std::vector<float> vals = Random(4096, rng);
@@ -88,15 +88,16 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Args: dtype, batch, seq_len, partition_size (0 = v1), threads.
+// Args: dtype, batch, seq_len, partition_size (0 = v1), threads, layout.
 void BM_Decode(benchmark::State& state) {
   const DType dtype = static_cast<DType>(state.range(0));
   const int batch = static_cast<int>(state.range(1));
   const int seq_len = static_cast<int>(state.range(2));
   const int partition = static_cast<int>(state.range(3));
   const int num_threads = static_cast<int>(state.range(4));
+  const KvLayout layout = static_cast<KvLayout>(state.range(5));
   std::mt19937_64 rng(1);
-  Fixture f(int64_t{batch} * seq_len, dtype, rng);
+  Fixture f(int64_t{batch} * seq_len, dtype, layout, rng);
   std::vector<int32_t> kv_indptr{0};
   for (int b = 0; b < batch; ++b)
     kv_indptr.push_back(kv_indptr.back() + seq_len);
@@ -120,20 +121,23 @@ void BM_Decode(benchmark::State& state) {
       double{1} * batch * seq_len * kHkv * kD * 2 * DTypeBytes(dtype);
   state.counters["KV_GB/s"] = benchmark::Counter(
       bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(DTypeName(dtype)) + (partition ? " v2" : " v1"));
+  state.SetLabel(std::string(DTypeName(dtype)) + " " + KvLayoutName(layout) +
+                 (partition ? " v2" : " v1"));
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    for (int dtype : {0, 1, 2}) b->Args({dtype, 8, 2048, 0, threads});
-    b->Args({1, 8, 2048, 512, threads});    // v2, bf16
-    b->Args({1, 1, 16384, 0, threads});     // long context, v1
-    b->Args({1, 1, 16384, 1024, threads});  // long context, v2
+    for (int dtype : {0, 1, 2}) b->Args({dtype, 8, 2048, 0, threads, 0});
+    b->Args({1, 8, 2048, 512, threads, 0});    // v2, bf16
+    b->Args({1, 1, 16384, 0, threads, 0});     // long context, v1
+    b->Args({1, 1, 16384, 1024, threads, 0});  // long context, v2
   }
+  b->Args({1, 8, 2048, 0, 1, 1});  // bhsd
+  b->Args({1, 8, 2048, 0, 1, 2});  // vllm
 }
 BENCHMARK(BM_Decode)
     ->Apply(DecodeArgs)
-    ->ArgNames({"dtype", "batch", "len", "part", "threads"})
+    ->ArgNames({"dtype", "batch", "len", "part", "threads", "layout"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -145,7 +149,7 @@ void BM_Extend(benchmark::State& state) {
   const int le = static_cast<int>(state.range(3));
   const int num_threads = static_cast<int>(state.range(4));
   std::mt19937_64 rng(2);
-  Fixture f(int64_t{batch} * std::max(lp, 1), dtype, rng);
+  Fixture f(int64_t{batch} * std::max(lp, 1), dtype, KvLayout::kBSHD, rng);
   std::vector<int32_t> qo_indptr{0}, kv_indptr{0};
   for (int b = 0; b < batch; ++b) {
     qo_indptr.push_back(qo_indptr.back() + le);

@@ -129,11 +129,24 @@ void GatherRows(const KvCacheGeometry& g, const T* cache, bool is_v,
       }
     }
   } else {  // V [.., D, page_size]: dims page_size apart
-    const int64_t stride = g.page_size;
-    for (int t = 0; t < n; ++t) {
-      const T* base = cache + g.VOffset(slots[t], kv_head, 0);
-      float* o = out + t * D;
-      for (int32_t d = 0; d < D; ++d) o[d] = ToFloat(base[d * stride]);
+    // Tokens on consecutive slots of one page (the usual case) are
+    // contiguous for every dim: read each dim's run and transpose it.
+    const int32_t B = g.page_size;
+    int t = 0;
+    while (t < n) {
+      const int64_t slot = slots[t];
+      const int32_t off = static_cast<int32_t>(slot % B);
+      int run = 1;
+      while (t + run < n && off + run < B && slots[t + run] == slot + run) {
+        ++run;
+      }
+      const T* base = cache + g.VOffset(slot, kv_head, 0);
+      float* o = out + static_cast<int64_t>(t) * D;
+      for (int32_t d = 0; d < D; ++d) {
+        const T* src = base + static_cast<int64_t>(d) * B;
+        for (int i = 0; i < run; ++i) o[i * D + d] = ToFloat(src[i]);
+      }
+      t += run;
     }
   }
 }
