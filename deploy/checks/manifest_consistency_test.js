@@ -549,6 +549,70 @@ function checkOverlay(overlay) {
   return ctx;
 }
 
+/**
+ * HPA, PDBs and the scrape configuration (ServiceMonitor, prometheus.yml)
+ * against the workloads and Services of an overlay.
+ */
+function checkPolicyAndMonitoring(overlay, objs) {
+  const workloads = objs.filter((o) => ['Deployment', 'StatefulSet'].includes(o.kind));
+  const selects = (selector, o) => Object.entries(selector.matchLabels || {})
+    .every(([k, v]) => (o.spec.template.metadata.labels || {})[k] === v);
+  for (const hpa of objs.filter((o) => o.kind === 'HorizontalPodAutoscaler')) {
+    const ref = hpa.spec.scaleTargetRef;
+    const target = workloads.find((w) => w.kind === ref.kind && w.metadata.name === ref.name);
+    check(target !== undefined, `${overlay}: HPA ${hpa.metadata.name} targets missing ${ref.kind}/${ref.name}`);
+    if (!target) continue;
+    for (const m of hpa.spec.metrics.filter((x) => x.type === 'Resource')) {
+      for (const c of target.spec.template.spec.containers) {
+        check(((c.resources || {}).requests || {})[m.resource.name] !== undefined,
+          `${overlay}: HPA ${hpa.metadata.name} scales on ${m.resource.name} but container ${c.name} requests none`);
+      }
+    }
+    check(hpa.spec.minReplicas <= target.spec.replicas && target.spec.replicas <= hpa.spec.maxReplicas,
+      `${overlay}: ${ref.name} replicas ${target.spec.replicas} outside the HPA's [${hpa.spec.minReplicas}, ${hpa.spec.maxReplicas}]`);
+  }
+  for (const pdb of objs.filter((o) => o.kind === 'PodDisruptionBudget')) {
+    const hits = workloads.filter((w) => selects(pdb.spec.selector, w));
+    check(hits.length === 1, `${overlay}: PDB ${pdb.metadata.name} selects ${hits.length} workloads`);
+  }
+  for (const w of workloads) {
+    check(objs.some((o) => o.kind === 'PodDisruptionBudget' && selects(o.spec.selector, w)), `${overlay}: ${w.metadata.name} has no PodDisruptionBudget`);
+  }
+
+  // ServiceMonitor: the Services it selects are exactly one per radixkv
+  // process, each with a `metrics` port and the label that becomes the job.
+  const monitoring = render(path.join(deployDir, 'k8s', 'monitoring'));
+  const sm = monitoring.find((o) => o.kind === 'ServiceMonitor');
+  const scraped = objs.filter((o) => o.kind === 'Service' && o.metadata.namespace === sm.spec.namespaceSelector.matchNames[0] &&
+    Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => (o.metadata.labels || {})[k] === v));
+  const jobs = scraped.map((o) => o.metadata.labels[sm.spec.jobLabel]).sort();
+  check(JSON.stringify(jobs) === JSON.stringify(['radixkv-cache-service', 'radixkv-router', 'radixkv-worker']),
+    `${overlay}: the ServiceMonitor scrapes Services with jobs ${jobs}`);
+  for (const svc of scraped) {
+    check(svc.spec.ports.some((p) => p.name === sm.spec.endpoints[0].port), `${overlay}: Service ${svc.metadata.name} has no port ${sm.spec.endpoints[0].port}`);
+  }
+
+  // prometheus.yml: each job's SRV name is a headless Service with a
+  // `metrics` port selecting that job's pods.
+  const YAML = require('yaml');
+  const prom = YAML.parse(fs.readFileSync(path.join(deployDir, 'monitoring', 'prometheus.yml'), 'utf8'));
+  for (const job of prom.scrape_configs) {
+    for (const sd of job.dns_sd_configs || []) {
+      for (const name of sd.names) {
+        const m = /^_([a-z0-9-]+)\._tcp\.([a-z0-9-]+)\.([a-z0-9-]+)\.svc\.cluster\.local$/.exec(name);
+        check(m !== null && sd.type === 'SRV', `prometheus.yml ${job.job_name}: ${name} is not an SRV name of a Service`);
+        if (!m) continue;
+        const svc = objs.find((o) => o.kind === 'Service' && o.metadata.name === m[2] && o.metadata.namespace === m[3]);
+        check(svc !== undefined, `${overlay}: prometheus.yml ${job.job_name}: no Service ${m[2]} in namespace ${m[3]}`);
+        if (!svc) continue;
+        check(svc.spec.clusterIP === 'None', `${overlay}: prometheus.yml ${job.job_name}: Service ${m[2]} is not headless (one SRV record per pod)`);
+        check(svc.spec.ports.some((p) => p.name === m[1]), `${overlay}: Service ${m[2]} has no port named ${m[1]}`);
+        check(svc.spec.selector['app.kubernetes.io/name'] === job.job_name, `${overlay}: Service ${m[2]} does not select the pods of job ${job.job_name}`);
+      }
+    }
+  }
+}
+
 function selfTests() {
   // The check fails where it must: a flag the binary does not have, a probe
   // on the metrics port, a Service port that no flag sets, a worker that
@@ -650,13 +714,14 @@ function main() {
   for (const overlay of ['cpu-demo', 'gpu', 'gpu-rocm']) {
     const before = failures;
     const ctx = checkOverlay(overlay);
+    checkPolicyAndMonitoring(overlay, ctx.objs);
     const runs = Object.keys(ctx.effectiveByWorkload).length;
     if (ctx.gpuDeferred) {
       console.log(`  ${overlay}: --device=gpu is refused by this CPU-only build; the rest of those ` +
         `${ctx.gpuDeferred} command lines was checked with --device=cpu`);
     }
     console.log(`${overlay}: ${runs} radixkv command lines accepted by --check_flags; ` +
-      `${failures === before ? 'ports, probes, Services, peers, grace periods consistent' : `${failures - before} problems`}`);
+      `${failures === before ? 'ports, probes, Services, peers, grace periods, HPA, PDBs, scrape config consistent' : `${failures - before} problems`}`);
   }
   console.log(`${checks} checks, ${failures} failed`);
   process.exit(failures ? 1 : 0);
