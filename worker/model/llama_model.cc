@@ -325,6 +325,7 @@ void CpuModelExecutor::ComputeRope(const std::vector<int32_t>& positions) {
 
 absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
                                        std::vector<float>* logits) {
+  if (logits == nullptr) return absl::InvalidArgumentError("logits is null");
   if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
   if (!batch.copy_ops.empty()) {
     if (absl::Status s = CopyBlocks(*pool_, batch.copy_ops); !s.ok()) {
