@@ -150,6 +150,18 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
 
 }  // namespace
 
+int32_t ChooseDecodePartitionSize(int64_t batch, int32_t num_kv_heads,
+                                  int64_t max_seq_len, int num_threads) {
+  constexpr int64_t kMinPartition = 256, kAlign = 64;
+  const int64_t tasks = std::max<int64_t>(1, batch * num_kv_heads);
+  const int64_t wanted = 2 * std::max(1, num_threads);
+  if (tasks >= wanted || max_seq_len <= 2 * kMinPartition) return 0;
+  const int64_t splits = (wanted + tasks - 1) / tasks;
+  int64_t ps = (max_seq_len + splits - 1) / splits;
+  ps = (ps + kAlign - 1) / kAlign * kAlign;
+  return static_cast<int32_t>(std::max(kMinPartition, ps));
+}
+
 void DecodeAttention(const KvPool& pool, int layer,
                      const DecodeAttentionArgs& args, CpuThreadPool* threads) {
   Validate(pool, args);

@@ -44,6 +44,16 @@ struct DecodeAttentionArgs {
 void DecodeAttention(const KvPool& pool, int layer,
                      const DecodeAttentionArgs& args, CpuThreadPool* threads);
 
+// Adaptive partition size for DecodeAttention on `num_threads` threads (the
+// design brief's "adaptive partition size", after the Hygon port; seed 1.5
+// weighs 256 vs 512). v1 already has batch * num_kv_heads independent tasks;
+// split-KV only pays off when those are fewer than about two per thread and
+// the context is long. Returns 0 (v1) in that case, otherwise a multiple of
+// 64 tokens, at least 256, that cuts max_seq_len into enough partitions for
+// two tasks per thread.
+int32_t ChooseDecodePartitionSize(int64_t batch, int32_t num_kv_heads,
+                                  int64_t max_seq_len, int num_threads);
+
 }  // namespace radixkv::worker
 
 #endif  // RADIXKV_WORKER_KERNELS_CPU_DECODE_ATTENTION_H_

@@ -271,5 +271,17 @@ TEST(DecodeAttentionTest, ReshapeAndCacheThenDecodeWithinDtypeTolerance) {
   }
 }
 
+TEST(DecodeAttentionTest, ChooseDecodePartitionSize) {
+  // Enough (sequence, kv head) tasks for the threads: v1.
+  EXPECT_EQ(ChooseDecodePartitionSize(8, 8, 100000, 2), 0);
+  // Short context: v1 even with a single task.
+  EXPECT_EQ(ChooseDecodePartitionSize(1, 1, 512, 16), 0);
+  // One sequence, one kv head, 4 threads: 8 partitions of 16384 / 8 tokens.
+  EXPECT_EQ(ChooseDecodePartitionSize(1, 1, 16384, 4), 2048);
+  // Rounded up to a multiple of 64 and at least 256.
+  EXPECT_EQ(ChooseDecodePartitionSize(1, 2, 1000, 2), 512);
+  EXPECT_EQ(ChooseDecodePartitionSize(1, 1, 1100, 16), 256);
+}
+
 }  // namespace
 }  // namespace radixkv::worker
