@@ -11,6 +11,7 @@
 // NVIDIA only (cuBLAS); build: build_gpu_binaries.sh.
 //
 // Usage: gpu_attention_benchmark [--quick] [--only=decode|extend|cache]
+//                                [--decode-batch=N]
 // Environment: RADIXKV_EXTEND_WARPS=4|8,
 // RADIXKV_DECODE_PARTITION_SIZE (overrides the heuristic for the (auto) rows).
 #include "worker/kernels/hip/hip_compat.h"
@@ -42,6 +43,8 @@ constexpr int32_t kHq = 32, kHkv = 8, kD = 128;
 bool g_quick = false;
 // --only=decode|extend|cache: run one group (ceilings still measured).
 std::string g_only;
+// --decode-batch=N: only the decode shapes with batch size N.
+int g_decode_batch = 0;
 
 // Median milliseconds of `iters` timed calls of fn(i) after `warmup` calls.
 double MedianMs(const std::function<void(int)>& fn, int warmup = 5,
@@ -188,6 +191,7 @@ DeviceBuffer Upload(const std::vector<T>& v) {
 
 void BenchDecode(int32_t batch, int32_t len, int32_t page_size,
                  double copy_gbs, std::mt19937_64& rng) {
+  if (g_decode_batch != 0 && batch != g_decode_batch) return;
   const int kSets = 4;  // rotated input sets, > L2 in total
   const int32_t pages_per_seq = (len + page_size - 1) / page_size;
   const int64_t pages_per_set = int64_t{pages_per_seq} * batch;
@@ -415,6 +419,9 @@ int Main() {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) radixkv::worker::gpu::g_quick = true;
+    if (std::strncmp(argv[i], "--decode-batch=", 15) == 0) {
+      radixkv::worker::gpu::g_decode_batch = std::atoi(argv[i] + 15);
+    }
     if (std::strncmp(argv[i], "--only=", 7) == 0) {
       radixkv::worker::gpu::g_only = argv[i] + 7;
     }
