@@ -490,15 +490,44 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(DecodeParams p) {
     weights[i] = CombineWeight(m_s[i], l_s[i], M, L);
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    // Every partition i < np holds >= 1 token, so its O_i was written and is
-    // finite: no branch, and the loads of several partitions overlap.
-    float acc = 0.0f;
+  // O = sum_i w_i O_i with the partitions spread over thread groups: each
+  // thread owns 4 consecutive dims (one float4) and every kGroups-th
+  // partition, so a thread's loads are independent and in flight together
+  // (a single thread walking all partitions made this kernel latency-bound:
+  // 14 us of a 60 us decode at B=1 x 32768, measured with ncu). Every
+  // partition i < np holds >= 1 token, so its O_i is written and finite.
+  constexpr int kLanesPerRow = D / 4;
+  constexpr int kGroups = kThreads / kLanesPerRow;
+  static_assert(kGroups >= 1 && kThreads % kLanesPerRow == 0, "combine shape");
+  __shared__ float4 red[kThreads];
+  const int col = threadIdx.x % kLanesPerRow;
+  const int grp = threadIdx.x / kLanesPerRow;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
-    for (int i = 0; i < np; ++i) {
-      acc += weights[i] * po[static_cast<int64_t>(i) * D + d];
+  for (int i = grp; i < np; i += kGroups) {
+    const float wt = weights[i];
+    const float4 v = *reinterpret_cast<const float4*>(
+        po + static_cast<int64_t>(i) * D + col * 4);
+    acc.x += wt * v.x;
+    acc.y += wt * v.y;
+    acc.z += wt * v.z;
+    acc.w += wt * v.w;
+  }
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  if (grp == 0) {
+    for (int gi = 1; gi < kGroups; ++gi) {
+      const float4 v = red[gi * kLanesPerRow + col];
+      acc.x += v.x;
+      acc.y += v.y;
+      acc.z += v.z;
+      acc.w += v.w;
     }
-    p.out[bh * D + d] = FloatToElem<kBf16>(acc);
+    uint16_t* o = p.out + bh * D + col * 4;
+    o[0] = FloatToElem<kBf16>(acc.x);
+    o[1] = FloatToElem<kBf16>(acc.y);
+    o[2] = FloatToElem<kBf16>(acc.z);
+    o[3] = FloatToElem<kBf16>(acc.w);
   }
   if (threadIdx.x == 0 && p.lse != nullptr) p.lse[bh] = CombineLse(M, L);
 }
