@@ -71,12 +71,16 @@ std::string Runs(const std::vector<T>& values) {
 class Writer {
  public:
   void U64(uint64_t v) {
+    char buf[10];
+    int n = 0;
     while (v >= 0x80) {
-      out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
       v >>= 7;
     }
-    out_.push_back(static_cast<char>(v));
+    buf[n++] = static_cast<char>(v);
+    out_.append(buf, n);
   }
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
   void I64(int64_t v) {
     U64((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
   }
@@ -84,9 +88,14 @@ class Writer {
     U64(s.size());
     out_.append(s.data(), s.size());
   }
+  // Delta-encoded (slot runs and free lists step by +-1: one byte each).
   void I32s(const std::vector<int32_t>& v) {
     U64(v.size());
-    for (int32_t x : v) I64(x);
+    int64_t previous = 0;
+    for (int32_t x : v) {
+      I64(static_cast<int64_t>(x) - previous);
+      previous = x;
+    }
   }
   std::string Take() { return std::move(out_); }
 
@@ -130,7 +139,17 @@ class Reader {
     std::vector<int32_t> v;
     if (!ok_ || n > in_.size() - pos_) return Fail(), v;  // >= 1 byte each
     v.reserve(n);
-    for (uint64_t i = 0; i < n && ok_; ++i) v.push_back(I32());
+    int64_t previous = 0;
+    for (uint64_t i = 0; i < n && ok_; ++i) {
+      const int64_t delta = I64();
+      if (delta < -(int64_t{1} << 33) || delta > (int64_t{1} << 33)) {
+        return Fail(), v;
+      }
+      const int64_t x = previous + delta;
+      if (x < INT32_MIN || x > INT32_MAX) return Fail(), v;
+      v.push_back(static_cast<int32_t>(x));
+      previous = x;
+    }
     return v;
   }
 
@@ -1125,6 +1144,17 @@ std::string CacheStateImpl::CanonicalDump() const {
 
 std::string CacheStateImpl::Serialize() const {
   Writer w;
+  // ~3 bytes per random token id + ~1 per (delta-encoded) slot.
+  int64_t estimate = 4096;
+  for (const auto& [name, model] : models_) {
+    for (const auto& [salt, tree] : model.trees) {
+      estimate += 3 * tree->num_tokens() + 16 * tree->num_nodes();
+    }
+    for (const WorkerContext& ctx : *model.contexts) {
+      estimate += ctx.resident_tokens;
+    }
+  }
+  w.Reserve(static_cast<size_t>(estimate));
   w.Str(kSnapshotMagic);
   w.U64(leases_.next_id());
   w.U64(next_node_id_);

@@ -55,37 +55,51 @@ void Store(CacheState& state, const std::string& worker,
   }
 }
 
-void BM_Match4096(benchmark::State& bench) {
-  // 8 workers x 42 conversations of 4,096 tokens; every conversation starts
-  // with the same 1,024-token system prompt (resident once per worker), so
-  // 8 x (1,024 + 42 x 3,072) = 1,040,384 resident tokens. Conversations
-  // 0..7 are replicated on all 8 workers (hot ones), the other 34 per worker
-  // are unique.
-  constexpr int kWorkers = 8, kConversations = 42, kLength = 4096;
-  std::mt19937 rng(7);
+// 8 workers x 42 conversations of 4,096 tokens; every conversation starts
+// with the same 1,024-token system prompt (resident once per worker), so
+// 8 x (1,024 + 42 x 3,072) = 1,040,384 resident tokens. Conversations 0..7
+// are replicated on all 8 workers (hot ones), the other 34 per worker are
+// unique. Returns the state and one replicated conversation.
+struct MillionTokenState {
   CacheState state;
-  for (int w = 0; w < kWorkers; ++w) {
-    Register(state, "w" + std::to_string(w), 192 * 1024, 16);
-  }
-  const std::vector<int32_t> system = RandomTokens(rng, 1024);
-  std::vector<std::vector<std::vector<int32_t>>> convs(kWorkers);
-  for (int w = 0; w < kWorkers; ++w) {
-    for (int c = 0; c < kConversations; ++c) {
-      std::vector<int32_t> tokens = system;
-      if (c < 8 && w > 0) {
-        tokens = convs[w - 1][c];  // replicated from the previous worker
-      } else {
-        const std::vector<int32_t> tail = RandomTokens(rng, kLength - 1024);
-        tokens.insert(tokens.end(), tail.begin(), tail.end());
-      }
-      convs[w].push_back(tokens);
-      Store(state, "w" + std::to_string(w), tokens);
+  std::vector<int32_t> query;
+};
+
+MillionTokenState& MillionTokens() {
+  static MillionTokenState* built = [] {
+    constexpr int kWorkers = 8, kConversations = 42, kLength = 4096;
+    auto* out = new MillionTokenState;
+    std::mt19937 rng(7);
+    for (int w = 0; w < kWorkers; ++w) {
+      Register(out->state, "w" + std::to_string(w), 192 * 1024, 16);
     }
-  }
+    const std::vector<int32_t> system = RandomTokens(rng, 1024);
+    std::vector<std::vector<std::vector<int32_t>>> convs(kWorkers);
+    for (int w = 0; w < kWorkers; ++w) {
+      for (int c = 0; c < kConversations; ++c) {
+        std::vector<int32_t> tokens = system;
+        if (c < 8 && w > 0) {
+          tokens = convs[w - 1][c];
+        } else {
+          const std::vector<int32_t> tail = RandomTokens(rng, kLength - 1024);
+          tokens.insert(tokens.end(), tail.begin(), tail.end());
+        }
+        convs[w].push_back(tokens);
+        Store(out->state, "w" + std::to_string(w), tokens);
+      }
+    }
+    out->query = convs[3][5];
+    return out;
+  }();
+  return *built;
+}
+
+void BM_Match4096(benchmark::State& bench) {
+  CacheState& state = MillionTokens().state;
   const StatsResult stats = state.Stats("", kNow).value();
   // The query: a replicated conversation (full hit on 8 workers' worth of
   // shared path, system-prompt-only hit elsewhere).
-  MatchRequest request{"m", "", convs[3][5]};
+  MatchRequest request{"m", "", MillionTokens().query};
   int64_t matched = 0;
   for (auto _ : bench) {
     absl::StatusOr<MatchResult> result = state.Match(request, kNow);
@@ -103,6 +117,29 @@ void BM_Match4096(benchmark::State& bench) {
       static_cast<double>(stats.tree_metadata_bytes) / stats.tree_tokens;
 }
 BENCHMARK(BM_Match4096)->Unit(benchmark::kMicrosecond);
+
+// Snapshot cost of the 1M-token state (what the service writes to Redis).
+void BM_Serialize1M(benchmark::State& bench) {
+  const CacheState& state = MillionTokens().state;
+  size_t bytes = 0;
+  for (auto _ : bench) {
+    std::string snapshot = state.Serialize();
+    bytes = snapshot.size();
+    benchmark::DoNotOptimize(snapshot);
+  }
+  bench.counters["snapshot_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_Serialize1M)->Unit(benchmark::kMillisecond);
+
+void BM_Restore1M(benchmark::State& bench) {
+  const std::string snapshot = MillionTokens().state.Serialize();
+  for (auto _ : bench) {
+    CacheState restored;
+    if (!restored.Restore(snapshot).ok()) std::abort();
+    benchmark::DoNotOptimize(restored);
+  }
+}
+BENCHMARK(BM_Restore1M)->Unit(benchmark::kMillisecond);
 
 void BM_AcquireCommit(benchmark::State& bench) {
   const int32_t page_size = static_cast<int32_t>(bench.range(0));
