@@ -30,7 +30,12 @@ pids=()
 cleanup() {
   local rc=$?
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  local deadline=$((SECONDS + 20))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if ((rc != 0)); then
     for f in "$work"/*.log; do
       [[ -f "$f" ]] && { echo "---- $(basename "$f") (last lines)"; tail -n 15 "$f"; }
@@ -59,7 +64,7 @@ w0_grpc=${P[5]} w0_metrics=${P[6]} w1_grpc=${P[7]} w1_metrics=${P[8]} prom_port=
 # Worker ids are pod names, as in the StatefulSet (--worker_id=$(POD_NAME)).
 w0=radixkv-worker-0 w1=radixkv-worker-1
 
-start() {  # name, argv...
+start() {  # name, argv... (argv[0] an executable, so that $! is its pid)
   local name=$1
   shift
   "$@" >"$work/$name.log" 2>&1 &
@@ -83,27 +88,27 @@ img="$work/image"
 # Like the images: the plug-in under lib/, not next to the binaries.
 mkdir -p "$img/lib/radixkv"
 mv "$img/bin/libradixkv_sentencepiece.so" "$img/lib/radixkv/"
-as_image() {
-  env -u RUNFILES_DIR -u RUNFILES_MANIFEST_FILE -u TEST_SRCDIR -u JAVA_RUNFILES \
-    LD_LIBRARY_PATH="$img/lib" RADIXKV_SENTENCEPIECE_PLUGIN="$img/lib/radixkv/libradixkv_sentencepiece.so" "$@"
-}
+# A command prefix, not a function: `start` must background the process
+# itself (env execs it), so that its pid is the one SIGTERM reaches.
+as_image=(env -u RUNFILES_DIR -u RUNFILES_MANIFEST_FILE -u TEST_SRCDIR -u JAVA_RUNFILES
+  LD_LIBRARY_PATH="$img/lib" RADIXKV_SENTENCEPIECE_PLUGIN="$img/lib/radixkv/libradixkv_sentencepiece.so")
 
 echo "== local cluster on 127.0.0.1 (logs in $work)"
 start redis /usr/bin/redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work" \
   --save "" --appendonly no --daemonize no
-start cache_service as_image "$img/bin/cache_service" --bind_address=127.0.0.1 \
+start cache_service "${as_image[@]}" "$img/bin/cache_service" --bind_address=127.0.0.1 \
   --grpc_port="$cache_grpc" --metrics_port="$cache_metrics" --redis="127.0.0.1:$redis_port" \
   --sweep_interval_ms=100
 wait_http "http://127.0.0.1:$cache_metrics/metrics" 30
 for i in 0 1; do
   id_var=w$i grpc_var=w${i}_grpc metrics_var=w${i}_metrics
-  start "worker$i" as_image "$img/bin/worker" --bind_address=127.0.0.1 \
+  start "worker$i" "${as_image[@]}" "$img/bin/worker" --bind_address=127.0.0.1 \
     --grpc_port="${!grpc_var}" --metrics_port="${!metrics_var}" \
     --worker_id="${!id_var}" --advertise_address="127.0.0.1:${!grpc_var}" \
     --cache_service="127.0.0.1:$cache_grpc" --model_dir="$model" --threads=1 \
     --drain_timeout_s=5
 done
-start router as_image "$img/bin/router" --bind_address=127.0.0.1 --grpc_port="$router_grpc" \
+start router "${as_image[@]}" "$img/bin/router" --bind_address=127.0.0.1 --grpc_port="$router_grpc" \
   --metrics_port="$router_metrics" --cache_service="127.0.0.1:$cache_grpc" --model_dir="$model"
 for port in "$w0_metrics" "$w1_metrics" "$router_metrics"; do wait_http "http://127.0.0.1:$port/metrics" 60; done
 # Both workers registered: the cache service exports their slots.
@@ -168,4 +173,25 @@ done
 
 echo "== dashboard queries against Prometheus"
 "$node_check" prometheus_live_check.js "http://127.0.0.1:$prom_port" "$w0" "$w1"
+
+echo "== graceful termination of $w1 (what the kubelet does: SIGTERM, SIGKILL after the grace period)"
+# The StatefulSet gives a CPU worker terminationGracePeriodSeconds: 60.
+worker1_pid=${pids[3]}
+kill -TERM "$worker1_pid"
+deadline=$((SECONDS + 60))
+while kill -0 "$worker1_pid" 2>/dev/null; do
+  ((SECONDS < deadline)) || { echo "FAIL: $w1 still running when the grace period ends"; exit 1; }
+  sleep 0.2
+done
+wait "$worker1_pid" && rc=0 || rc=$?
+[[ $rc -eq 0 ]] || { echo "FAIL: $w1 exited with $rc after SIGTERM"; exit 1; }
+grep -q "deregistered from the cache service" "$work/worker1.log" ||
+  { echo "FAIL: $w1 did not deregister on SIGTERM"; exit 1; }
+# The cache service drops the worker: its slot series disappear.
+deadline=$((SECONDS + 30))
+while curl -sf "http://127.0.0.1:$cache_metrics/metrics" | grep -q "radixkv_cache_slots{.*worker=\"$w1\""; do
+  ((SECONDS < deadline)) || { echo "FAIL: the cache service still exports $w1 after it deregistered"; exit 1; }
+  sleep 0.2
+done
+echo "$w1: exit 0 on SIGTERM, $(grep -o 'deregistered from the cache service.*' "$work/worker1.log"), gone from the cache service"
 echo "prometheus live test ok"
