@@ -54,10 +54,9 @@ __device__ __forceinline__ void CpAsyncWait() {
 }
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t r[4], const void* smem) {
-  asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-      : "r"(SmemAddress(smem)));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(smem)));
 }
 
 __device__ __forceinline__ void LdMatrixX4Trans(uint32_t r[4],
@@ -130,7 +129,8 @@ struct WarpAttention {
     const int lane = LaneId();
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
-      LdMatrixX4(q[kk], tile + SwizzledOffset<D>(lane % 16, 2 * kk + lane / 16));
+      LdMatrixX4(q[kk],
+                 tile + SwizzledOffset<D>(lane % 16, 2 * kk + lane / 16));
     }
   }
 
@@ -202,9 +202,9 @@ struct WarpAttention {
 #pragma unroll
       for (int n = 0; n < kOTiles; n += 2) {
         uint32_t b[4];
-        LdMatrixX4Trans(b, v_tile + SwizzledOffset<D>(
-                                        kk * 16 + (mid & 1) * 8 + rr,
-                                        n + (mid >> 1)));
+        LdMatrixX4Trans(b,
+                        v_tile + SwizzledOffset<D>(kk * 16 + (mid & 1) * 8 + rr,
+                                                   n + (mid >> 1)));
         Mma16816<kBf16>(o[n], a, b[0], b[1]);
         Mma16816<kBf16>(o[n + 1], a, b[2], b[3]);
       }

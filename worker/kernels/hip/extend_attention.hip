@@ -159,7 +159,6 @@ __global__ void __launch_bounds__(kThreads)
 // ------------------------------------------------------- NVIDIA tensor cores
 #if defined(RADIXKV_GPU_NVIDIA)
 
-
 // Keys per K/V tile: 64 for head_dim <= 128, 32 for 256 (shared memory).
 template <int D>
 inline constexpr int kExtendKeys = D <= 128 ? 64 : 32;
@@ -171,15 +170,14 @@ inline constexpr int kBlockRows = 16 * kWarps;
 template <int D, int kWarps>
 constexpr size_t ExtendSmemBytes() {
   constexpr int kN = kExtendKeys<D>;
-  return static_cast<size_t>(kBlockRows<kWarps>) * D * 2 +
-         2 * 2 * kN * D * 2 + 2 * kN * sizeof(int64_t);
+  return static_cast<size_t>(kBlockRows<kWarps>) * D * 2 + 2 * 2 * kN * D * 2 +
+         2 * kN * sizeof(int64_t);
 }
 
 // kWarps warps x 16 query rows per block (BLOCK_M = 16 * kWarps), all
 // sharing each K/V tile.
 template <int D, int kWarps, bool kBf16>
-__global__ void __launch_bounds__(kWarps * 32)
-    ExtendMmaKernel(ExtendParams p) {
+__global__ void __launch_bounds__(kWarps * 32) ExtendMmaKernel(ExtendParams p) {
   constexpr int kThreads = kWarps * 32;
   constexpr int kBlockM = kBlockRows<kWarps>;
   constexpr int kN = kExtendKeys<D>;
@@ -222,10 +220,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   mma::CpAsyncCommit();
 
-  const int64_t k_delta = p.g.KOffset(0, kvh, my_chunk * 8) -
-                          p.g.KOffset(0, kvh, 0);
-  const int64_t v_delta = p.g.VOffset(0, kvh, my_chunk * 8) -
-                          p.g.VOffset(0, kvh, 0);
+  const int64_t k_delta =
+      p.g.KOffset(0, kvh, my_chunk * 8) - p.g.KOffset(0, kvh, 0);
+  const int64_t v_delta =
+      p.g.VOffset(0, kvh, my_chunk * 8) - p.g.VOffset(0, kvh, 0);
   const bool v_strided = p.g.layout == KvLayout::kVllm;
   const int64_t v_stride = p.g.VDimStride();
 
@@ -319,8 +317,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (!prefix && key0 > warp_row0 + 15) continue;
     float s[Warp::kSTiles][4];
     att.Scores(s, k_tiles + stage * kN * D);
-    const bool need_mask =
-        prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
+    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
     if (need_mask) {
 #pragma unroll
       for (int j = 0; j < Warp::kSTiles; ++j) {
@@ -357,7 +354,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
           lo | (hi << 16);
     }
-    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(att.m[r], att.l[r]);
+    if (t4 == 0 && p.lse != nullptr)
+      p.lse[orow] = CombineLse(att.m[r], att.l[r]);
   }
 }
 
@@ -414,8 +412,7 @@ int LaunchExtendTyped(ExtendParams p, const internal::ExtendLaunch& a,
   const int rows_per_block = kThreads / kWarpSize;
   p.num_m_blocks = (a.max_extend_len + rows_per_block - 1) / rows_per_block;
   auto kernel = ExtendPortableKernel<D, kBf16>;
-  hipLaunchKernelGGL(kernel,
-                     dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
+  hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
                      dim3(kThreads), 0, stream, p);
   return static_cast<int>(hipGetLastError());
 }

@@ -15,17 +15,15 @@
 namespace radixkv::worker::gpu {
 namespace {
 
-using internal::DevicePageCopy;
 using internal::DeviceKvLayer;
+using internal::DevicePageCopy;
 
-static_assert(sizeof(DevicePageCopy) == sizeof(PageCopy) &&
-                  offsetof(PageCopy, src_page) ==
-                      offsetof(DevicePageCopy, src_page) &&
-                  offsetof(PageCopy, dst_page) ==
-                      offsetof(DevicePageCopy, dst_page) &&
-                  offsetof(PageCopy, num_tokens) ==
-                      offsetof(DevicePageCopy, num_tokens),
-              "DevicePageCopy must mirror PageCopy");
+static_assert(
+    sizeof(DevicePageCopy) == sizeof(PageCopy) &&
+        offsetof(PageCopy, src_page) == offsetof(DevicePageCopy, src_page) &&
+        offsetof(PageCopy, dst_page) == offsetof(DevicePageCopy, dst_page) &&
+        offsetof(PageCopy, num_tokens) == offsetof(DevicePageCopy, num_tokens),
+    "DevicePageCopy must mirror PageCopy");
 
 constexpr int32_t kPartitionMultiple = 64;
 
@@ -34,9 +32,8 @@ size_t AlignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 absl::Status CheckCache(const GpuKvCache& cache) {
   const KvCacheGeometry& g = cache.geometry;
   if (cache.dtype != DType::kBF16 && cache.dtype != DType::kF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GPU kernels support bf16 and f16, got ",
-                     DTypeName(cache.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPU kernels support bf16 and f16, got ", DTypeName(cache.dtype)));
   }
   if (g.elem_bytes != 2) {
     return absl::InvalidArgumentError(
@@ -58,18 +55,17 @@ absl::Status CheckCache(const GpuKvCache& cache) {
 absl::Status CheckHeads(const GpuKvCache& cache, int32_t num_q_heads) {
   const int32_t hkv = cache.geometry.num_kv_heads;
   if (num_q_heads < hkv || num_q_heads % hkv != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_q_heads (", num_q_heads,
-                     ") must be a positive multiple of num_kv_heads (", hkv,
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_q_heads (", num_q_heads,
+        ") must be a positive multiple of num_kv_heads (", hkv, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status LaunchStatus(int err, const char* what) {
   if (err == 0) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, " launch failed: ",
-                                          internal::ErrorString(err)));
+  return absl::InternalError(
+      absl::StrCat(what, " launch failed: ", internal::ErrorString(err)));
 }
 
 internal::KernelPath ToInternal(KernelPath path) {
@@ -98,8 +94,8 @@ int32_t ChooseDecodePartitionSize(int32_t batch_size, int32_t num_kv_heads,
   if (num_sms <= 0) num_sms = internal::DeviceMultiprocessorCount();
   if (num_sms <= 0) num_sms = 132;
   const int32_t group = num_q_heads / num_kv_heads;
-  const int64_t base_blocks = static_cast<int64_t>(batch_size) *
-                              num_kv_heads * ((group + 15) / 16);
+  const int64_t base_blocks =
+      static_cast<int64_t>(batch_size) * num_kv_heads * ((group + 15) / 16);
   // Fitted to the H200 sweep in docs/kernel-notes.md ("Partition size"):
   // long partitions amortize the per-block Q load, merge and partial-result
   // traffic, so split only as much as needed to occupy the GPU.
@@ -122,8 +118,8 @@ size_t DecodeWorkspaceBytes(int32_t batch_size, int32_t num_q_heads,
                             int32_t head_dim, int32_t max_seq_len,
                             int32_t partition_size) {
   if (partition_size <= 0 || max_seq_len <= 0) return 0;
-  const size_t parts = (static_cast<size_t>(max_seq_len) + partition_size - 1) /
-                       partition_size;
+  const size_t parts =
+      (static_cast<size_t>(max_seq_len) + partition_size - 1) / partition_size;
   const size_t rows = static_cast<size_t>(batch_size) * num_q_heads * parts;
   return 2 * AlignUp(rows * sizeof(float), 16) +
          AlignUp(rows * head_dim * sizeof(float), 16);
@@ -143,9 +139,9 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
   }
   int32_t partition_size = args.partition_size;
   if (partition_size < 0) {
-    partition_size = ChooseDecodePartitionSize(
-        args.batch_size, cache.geometry.num_kv_heads, args.num_q_heads,
-        args.max_seq_len);
+    partition_size =
+        ChooseDecodePartitionSize(args.batch_size, cache.geometry.num_kv_heads,
+                                  args.num_q_heads, args.max_seq_len);
   }
   if (partition_size % kPartitionMultiple != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -170,26 +166,23 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
   a.path = ToInternal(args.path);
   a.stream = stream;
   if (partition_size > 0) {
-    const size_t need =
-        DecodeWorkspaceBytes(args.batch_size, args.num_q_heads,
-                             cache.geometry.head_dim, args.max_seq_len,
-                             partition_size);
+    const size_t need = DecodeWorkspaceBytes(args.batch_size, args.num_q_heads,
+                                             cache.geometry.head_dim,
+                                             args.max_seq_len, partition_size);
     if (args.workspace == nullptr || args.workspace_bytes < need) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "decode v2 needs ", need, " workspace bytes, got ",
-          args.workspace_bytes));
+      return absl::InvalidArgumentError(absl::StrCat("decode v2 needs ", need,
+                                                     " workspace bytes, got ",
+                                                     args.workspace_bytes));
     }
-    a.num_partitions =
-        (args.max_seq_len + partition_size - 1) / partition_size;
-    const size_t rows =
-        static_cast<size_t>(args.batch_size) * args.num_q_heads *
-        a.num_partitions;
+    a.num_partitions = (args.max_seq_len + partition_size - 1) / partition_size;
+    const size_t rows = static_cast<size_t>(args.batch_size) *
+                        args.num_q_heads * a.num_partitions;
     char* ws = static_cast<char*>(args.workspace);
     a.partial_max = reinterpret_cast<float*>(ws);
     a.partial_sum =
         reinterpret_cast<float*>(ws + AlignUp(rows * sizeof(float), 16));
-    a.partial_out = reinterpret_cast<float*>(
-        ws + 2 * AlignUp(rows * sizeof(float), 16));
+    a.partial_out =
+        reinterpret_cast<float*>(ws + 2 * AlignUp(rows * sizeof(float), 16));
   } else {
     a.num_partitions = 1;
   }

@@ -86,14 +86,14 @@ size_t DecodeWorkspaceBytes(int32_t batch_size, int32_t num_q_heads,
                             int32_t partition_size);
 
 struct GpuDecodeArgs {
-  const void* q = nullptr;             // [B, Hq, D] dtype
-  const int32_t* kv_indptr = nullptr;  // [B+1] context tokens per sequence
-  const int64_t* kv_indices = nullptr; // [kv_indptr[B]] slots, incl. the
-                                       // current token (already cached)
-  int32_t batch_size = 0;              // B
-  int32_t max_seq_len = 0;  // >= every kv_indptr[b+1] - kv_indptr[b] (host)
-  int32_t num_q_heads = 0;  // Hq, a positive multiple of num_kv_heads
-  float sm_scale = 0.0f;    // natural units, e.g. 1/sqrt(D)
+  const void* q = nullptr;              // [B, Hq, D] dtype
+  const int32_t* kv_indptr = nullptr;   // [B+1] context tokens per sequence
+  const int64_t* kv_indices = nullptr;  // [kv_indptr[B]] slots, incl. the
+                                        // current token (already cached)
+  int32_t batch_size = 0;               // B
+  int32_t max_seq_len = 0;      // >= every kv_indptr[b+1] - kv_indptr[b] (host)
+  int32_t num_q_heads = 0;      // Hq, a positive multiple of num_kv_heads
+  float sm_scale = 0.0f;        // natural units, e.g. 1/sqrt(D)
   int32_t partition_size = -1;  // -1 = ChooseDecodePartitionSize; 0 = v1;
                                 // > 0 = v2 (multiple of 64)
   void* out = nullptr;          // [B, Hq, D] dtype, every element written
@@ -113,12 +113,12 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
 // ------------------------------------------------------------------ extend
 
 struct GpuExtendArgs {
-  const void* q = nullptr;         // [total_q, Hq, D] dtype
-  const void* k_extend = nullptr;  // [total_q, Hkv, D] new tokens' K
-  const void* v_extend = nullptr;  // [total_q, Hkv, D] new tokens' V
-  const int32_t* qo_indptr = nullptr;  // [B+1] new tokens per sequence
-  const int32_t* kv_indptr = nullptr;  // [B+1] cached prefix tokens per seq
-  const int64_t* kv_indices = nullptr; // prefix slots in the pool
+  const void* q = nullptr;              // [total_q, Hq, D] dtype
+  const void* k_extend = nullptr;       // [total_q, Hkv, D] new tokens' K
+  const void* v_extend = nullptr;       // [total_q, Hkv, D] new tokens' V
+  const int32_t* qo_indptr = nullptr;   // [B+1] new tokens per sequence
+  const int32_t* kv_indptr = nullptr;   // [B+1] cached prefix tokens per seq
+  const int64_t* kv_indices = nullptr;  // prefix slots in the pool
   int32_t batch_size = 0;
   int32_t max_extend_len = 0;  // >= every qo_indptr[b+1] - qo_indptr[b]
   int32_t num_q_heads = 0;

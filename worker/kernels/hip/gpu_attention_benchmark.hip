@@ -120,11 +120,13 @@ double GemmCeilingTflops() {
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::exit(3);
   const float alpha = 1.0f, beta = 0.0f;
-  const double ms = MedianMs([&](int) {
-    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.get(),
-                 CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n, &beta, c.get(),
-                 CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  }, 3, 20);
+  const double ms = MedianMs(
+      [&](int) {
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.get(),
+                     CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n, &beta, c.get(),
+                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      },
+      3, 20);
   cublasDestroy(h);
   const double tflops = 2.0 * n * n * double(n) / (ms * 1e-3) / 1e12;
   Report("ceiling gemm", "8192^3 bf16", "cuBLAS", ms, tflops, "TFLOP/s",
@@ -189,8 +191,8 @@ DeviceBuffer Upload(const std::vector<T>& v) {
 
 // ------------------------------------------------------------------ decode
 
-void BenchDecode(int32_t batch, int32_t len, int32_t page_size,
-                 double copy_gbs, std::mt19937_64& rng) {
+void BenchDecode(int32_t batch, int32_t len, int32_t page_size, double copy_gbs,
+                 std::mt19937_64& rng) {
   if (g_decode_batch != 0 && batch != g_decode_batch) return;
   const int kSets = 4;  // rotated input sets, > L2 in total
   const int32_t pages_per_seq = (len + page_size - 1) / page_size;
@@ -201,25 +203,25 @@ void BenchDecode(int32_t batch, int32_t len, int32_t page_size,
   std::shuffle(perm.begin(), perm.end(), rng);
   std::vector<DeviceBuffer> indices;
   for (int s = 0; s < kSets; ++s) {
-    indices.push_back(Upload(PermutedSlots(int64_t{batch} * len, len,
-                                           page_size, perm,
-                                           s * pages_per_set)));
+    indices.push_back(Upload(PermutedSlots(int64_t{batch} * len, len, page_size,
+                                           perm, s * pages_per_set)));
   }
   std::vector<int32_t> indptr(batch + 1);
   for (int32_t b = 0; b <= batch; ++b) indptr[b] = b * len;
   DeviceBuffer d_indptr = Upload(indptr);
-  DeviceBuffer q(size_t{2} * batch * kHq * kD), out(size_t{2} * batch * kHq * kD);
+  DeviceBuffer q(size_t{2} * batch * kHq * kD),
+      out(size_t{2} * batch * kHq * kD);
   testing::HashFill(q.get(), int64_t{batch} * kHq * kD, 13, true);
   const double bytes = 2.0 * batch * len * kHkv * kD * 2 +  // K and V
-                       2.0 * 2 * batch * kHq * kD;            // q, out
+                       2.0 * 2 * batch * kHq * kD;          // q, out
   const std::string shape = "B=" + std::to_string(batch) + " x " +
                             std::to_string(len) + " ps" +
                             std::to_string(page_size);
   const int32_t auto_p = ChooseDecodePartitionSize(batch, kHkv, kHq, len);
   std::vector<std::pair<int32_t, KernelPath>> variants = {
-      {0, KernelPath::kAuto},    {256, KernelPath::kAuto},
-      {512, KernelPath::kAuto},  {1024, KernelPath::kAuto},
-      {2048, KernelPath::kAuto}, {-1, KernelPath::kAuto},
+      {0, KernelPath::kAuto},     {256, KernelPath::kAuto},
+      {512, KernelPath::kAuto},   {1024, KernelPath::kAuto},
+      {2048, KernelPath::kAuto},  {-1, KernelPath::kAuto},
       {-1, KernelPath::kPortable}};
   if (g_quick) variants = {{-1, KernelPath::kAuto}};
   for (auto [ps, path] : variants) {
@@ -243,9 +245,9 @@ void BenchDecode(int32_t batch, int32_t len, int32_t page_size,
       a.kv_indices = indices[i % kSets].as<int64_t>();
       Check(Decode(pool.cache, a, nullptr));
     });
-    std::string variant = (path == KernelPath::kPortable ? "portable " : "") +
-                          (eff == 0 ? std::string("v1")
-                                    : "v2 P=" + std::to_string(eff));
+    std::string variant =
+        (path == KernelPath::kPortable ? "portable " : "") +
+        (eff == 0 ? std::string("v1") : "v2 P=" + std::to_string(eff));
     if (ps < 0) variant += " (auto)";
     Report("decode", shape, variant, ms, bytes / (ms * 1e-3) / 1e9, "GB/s",
            copy_gbs);
@@ -258,7 +260,8 @@ void BenchExtend(int32_t batch, int32_t prefix, int32_t extend,
                  double gemm_tflops, std::mt19937_64& rng, bool portable) {
   const int32_t page_size = 16;
   const int32_t pages_per_seq = (prefix + page_size - 1) / page_size;
-  const int64_t num_pages = std::max<int64_t>(1, int64_t{pages_per_seq} * batch);
+  const int64_t num_pages =
+      std::max<int64_t>(1, int64_t{pages_per_seq} * batch);
   BenchPool pool = MakePool(num_pages, page_size);
   std::vector<int64_t> perm(num_pages);
   std::iota(perm.begin(), perm.end(), 0);
@@ -269,9 +272,9 @@ void BenchExtend(int32_t batch, int32_t prefix, int32_t extend,
     kvp[b] = b * prefix;
   }
   std::vector<int64_t> slots =
-      prefix > 0 ? PermutedSlots(int64_t{batch} * prefix, prefix, page_size,
-                                 perm, 0)
-                 : std::vector<int64_t>{0};
+      prefix > 0
+          ? PermutedSlots(int64_t{batch} * prefix, prefix, page_size, perm, 0)
+          : std::vector<int64_t>{0};
   DeviceBuffer d_qo = Upload(qo), d_kvp = Upload(kvp), d_kvi = Upload(slots);
   const int64_t total_q = int64_t{batch} * extend;
   DeviceBuffer q(2 * total_q * kHq * kD), k(2 * total_q * kHkv * kD),
@@ -295,9 +298,9 @@ void BenchExtend(int32_t batch, int32_t prefix, int32_t extend,
   const double flops =
       4.0 * kD * kHq * batch *
       (double(extend) * prefix + double(extend) * (extend + 1) / 2);
-  const double ms = MedianMs(
-      [&](int) { Check(Extend(pool.cache, a, nullptr)); }, 3,
-      portable ? 5 : 30);
+  const double ms =
+      MedianMs([&](int) { Check(Extend(pool.cache, a, nullptr)); }, 3,
+               portable ? 5 : 30);
   const std::string shape = "B=" + std::to_string(batch) + " p" +
                             std::to_string(prefix) + "+e" +
                             std::to_string(extend);
@@ -343,13 +346,15 @@ void BenchCopyBlocks(double copy_gbs, std::mt19937_64& rng) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
   std::vector<PageCopy> ops;
-  for (int i = 0; i < ops_n; ++i) ops.push_back({perm[i], perm[ops_n + i], page_size});
+  for (int i = 0; i < ops_n; ++i)
+    ops.push_back({perm[i], perm[ops_n + i], page_size});
   const size_t scratch_bytes = CopyBlocksScratchBytes(ops.size(), layers);
   DeviceBuffer scratch(scratch_bytes);
   const double ms = MedianMs([&](int) {
     Check(CopyBlocks(caches, ops, scratch.get(), scratch_bytes, nullptr));
   });
-  const double bytes = 2.0 * 2 * layers * double(ops_n) * page_size * kHkv * kD * 2;
+  const double bytes =
+      2.0 * 2 * layers * double(ops_n) * page_size * kHkv * kD * 2;
   // The API call validates and stages the ops from pageable host memory,
   // which synchronizes with the stream: that host time is in this number.
   Report("copy_blocks", "4096 full pages x 8 layers", "API incl. staging", ms,
@@ -382,8 +387,8 @@ int Main() {
   RADIXKV_CHECK_HIP(hipGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  std::printf("%-18s %-26s %-16s %13s %17s %6s\n", "kernel", "shape",
-              "variant", "time", "rate", "ceil%");
+  std::printf("%-18s %-26s %-16s %13s %17s %6s\n", "kernel", "shape", "variant",
+              "time", "rate", "ceil%");
   const double copy = CopyCeilingGBs();
   const double gemm =
       g_only.empty() || g_only == "extend" ? GemmCeilingTflops() : 1.0;
@@ -418,7 +423,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) radixkv::worker::gpu::g_quick = true;
+    if (std::strcmp(argv[i], "--quick") == 0)
+      radixkv::worker::gpu::g_quick = true;
     if (std::strncmp(argv[i], "--decode-batch=", 15) == 0) {
       radixkv::worker::gpu::g_decode_batch = std::atoi(argv[i] + 15);
     }

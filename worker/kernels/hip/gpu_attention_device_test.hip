@@ -99,8 +99,8 @@ template <typename T>
 std::vector<T> Download(const DeviceBuffer& b, size_t n) {
   std::vector<T> v(n);
   if (n > 0) {
-    RADIXKV_CHECK_HIP(hipMemcpy(v.data(), b.get(), n * sizeof(T),
-                                hipMemcpyDeviceToHost));
+    RADIXKV_CHECK_HIP(
+        hipMemcpy(v.data(), b.get(), n * sizeof(T), hipMemcpyDeviceToHost));
   }
   return v;
 }
@@ -237,9 +237,11 @@ void Compare(Result* r, const std::vector<uint16_t>& out_bits, bool bf16,
   const double tol = bf16 ? 1e-2 : 2e-3;
   r->pass = bad == 0 && bad_lse == 0 && bad_empty == 0 && r->rel_l2 < tol &&
             lse_err < 2e-3;
-  if (bad) r->note += "non-finite/unwritten outputs=" + std::to_string(bad) + " ";
+  if (bad)
+    r->note += "non-finite/unwritten outputs=" + std::to_string(bad) + " ";
   if (bad_lse) r->note += "bad lse=" + std::to_string(bad_lse) + " ";
-  if (bad_empty) r->note += "empty rows not 0=" + std::to_string(bad_empty) + " ";
+  if (bad_empty)
+    r->note += "empty rows not 0=" + std::to_string(bad_empty) + " ";
 }
 
 const char* PathName(KernelPath p) {
@@ -382,17 +384,16 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
     max_ext = std::max(max_ext, le);
   }
   std::vector<int32_t> kv_indptr;
-  std::vector<int64_t> slots = RandomSlots(prefix_lens, g.num_pages,
-                                           g.page_size, c.page_lo, rng,
-                                           &kv_indptr);
+  std::vector<int64_t> slots = RandomSlots(
+      prefix_lens, g.num_pages, g.page_size, c.page_lo, rng, &kv_indptr);
   const int32_t total_q = qo_indptr.back();
   std::vector<float> qf, kf, vf;
   std::vector<uint16_t> qb =
       RandomBits(static_cast<size_t>(total_q) * hq * D, c.pool.bf16, rng, &qf);
-  std::vector<uint16_t> kb = RandomBits(static_cast<size_t>(total_q) * hkv * D,
-                                        c.pool.bf16, rng, &kf);
-  std::vector<uint16_t> vb = RandomBits(static_cast<size_t>(total_q) * hkv * D,
-                                        c.pool.bf16, rng, &vf);
+  std::vector<uint16_t> kb =
+      RandomBits(static_cast<size_t>(total_q) * hkv * D, c.pool.bf16, rng, &kf);
+  std::vector<uint16_t> vb =
+      RandomBits(static_cast<size_t>(total_q) * hkv * D, c.pool.bf16, rng, &vf);
   DeviceBuffer d_q = Upload(qb), d_k = Upload(kb), d_v = Upload(vb);
   DeviceBuffer d_qo = Upload(qo_indptr), d_kvp = Upload(kv_indptr),
                d_kvi = Upload(slots);
@@ -422,7 +423,8 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
   std::vector<uint16_t> out = Download<uint16_t>(d_out, qb.size());
   std::vector<float> lse =
       Download<float>(d_lse, static_cast<size_t>(total_q) * hq);
-  std::vector<double> ref(qb.size()), ref_lse(static_cast<size_t>(total_q) * hq);
+  std::vector<double> ref(qb.size()),
+      ref_lse(static_cast<size_t>(total_q) * hq);
   // Per (sequence, kv head): gather prefix + extend K/V once, then every
   // query head of the group and every new token.
   ParallelFor(static_cast<int64_t>(B) * hkv, [&](int64_t bk) {
@@ -543,7 +545,8 @@ void RunReshapeAndCache(const std::string& name, const PoolSpec& spec,
         }
       }
     }
-    for (int64_t i = 0; i < n; ++i) mismatches += (k[i] != ek[i]) + (v[i] != ev[i]);
+    for (int64_t i = 0; i < n; ++i)
+      mismatches += (k[i] != ek[i]) + (v[i] != ev[i]);
   } else {
     // Huge pool: read back only the written elements.
     for (int32_t t = 0; t < num_tokens; ++t) {
@@ -552,12 +555,12 @@ void RunReshapeAndCache(const std::string& name, const PoolSpec& spec,
         for (int32_t d = 0; d < D; ++d) {
           const size_t src = (static_cast<size_t>(t) * hkv + h) * D + d;
           uint16_t kv[2];
-          RADIXKV_CHECK_HIP(hipMemcpy(
-              &kv[0], pool.k.as<uint16_t>() + g.KOffset(loc[t], h, d), 2,
-              hipMemcpyDeviceToHost));
-          RADIXKV_CHECK_HIP(hipMemcpy(
-              &kv[1], pool.v.as<uint16_t>() + g.VOffset(loc[t], h, d), 2,
-              hipMemcpyDeviceToHost));
+          RADIXKV_CHECK_HIP(
+              hipMemcpy(&kv[0], pool.k.as<uint16_t>() + g.KOffset(loc[t], h, d),
+                        2, hipMemcpyDeviceToHost));
+          RADIXKV_CHECK_HIP(
+              hipMemcpy(&kv[1], pool.v.as<uint16_t>() + g.VOffset(loc[t], h, d),
+                        2, hipMemcpyDeviceToHost));
           mismatches += (kv[0] != kb[src]) + (kv[1] != vb[src]);
         }
       }
@@ -600,8 +603,8 @@ void RunCopyBlocks(const std::string& name, const PoolSpec& spec,
   // Invalid op list: rejected, nothing copied.
   std::vector<PageCopy> bad = ops;
   bad.push_back({0, g.num_pages, 1});
-  absl::Status bad_st = CopyBlocks(layers, bad, scratch.get(), scratch_bytes,
-                                   nullptr);
+  absl::Status bad_st =
+      CopyBlocks(layers, bad, scratch.get(), scratch_bytes, nullptr);
   absl::Status st =
       CopyBlocks(layers, ops, scratch.get(), scratch_bytes, nullptr);
   RADIXKV_CHECK_HIP(hipDeviceSynchronize());
@@ -788,8 +791,10 @@ int Main(const Options& opt) {
       c.lens[7] = 1;
       c.partition_size = 256;
       c.path = path;
-      c.name = "decode 33 seqs random table + empty seq + 1-token last "
-               "partition " + pn;
+      c.name =
+          "decode 33 seqs random table + empty seq + 1-token last "
+          "partition " +
+          pn;
       if (want(c.name)) RunDecode(c, rng);
       c.partition_size = 0;
       c.name = "decode 33 seqs + empty seq v1 " + pn;

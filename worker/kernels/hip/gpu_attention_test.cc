@@ -165,12 +165,12 @@ TEST(ExtendTest, RejectsUnsupportedShapesBeforeLaunching) {
 
 TEST(ReshapeAndCacheTest, RejectsBadArguments) {
   GpuKvCache cache = ValidCache();
-  EXPECT_EQ(ReshapeAndCache(cache, nullptr, nullptr, nullptr, 5, nullptr)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReshapeAndCache(cache, nullptr, nullptr, nullptr, -1, nullptr)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ReshapeAndCache(cache, nullptr, nullptr, nullptr, 5, nullptr).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ReshapeAndCache(cache, nullptr, nullptr, nullptr, -1, nullptr).code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(
       ReshapeAndCache(cache, nullptr, nullptr, nullptr, 0, nullptr).ok());
 }
@@ -185,9 +185,9 @@ TEST(CopyBlocksTest, ValidatesEveryOpBeforeCopying) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("op 1"), std::string::npos) << s;
   const std::vector<PageCopy> bad_tokens = {{1, 2, 17}};
-  EXPECT_EQ(CopyBlocks(layers, bad_tokens, fake_scratch, scratch, nullptr)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CopyBlocks(layers, bad_tokens, fake_scratch, scratch, nullptr).code(),
+      absl::StatusCode::kInvalidArgument);
   const std::vector<PageCopy> ok_ops = {{1, 2, 16}};
   EXPECT_EQ(CopyBlocks(layers, ok_ops, fake_scratch, 8, nullptr).code(),
             absl::StatusCode::kInvalidArgument);  // scratch too small

@@ -41,15 +41,15 @@ struct DecodeLaunch {
   const int64_t* kv_indices;  // device
   int32_t batch_size;
   int32_t num_q_heads;
-  int32_t max_seq_len;        // grid sizing: max over b of kv_indptr diff
-  float scale_log2;           // sm_scale * log2(e)
-  int32_t partition_size;     // 0 = v1, > 0 = v2 (multiple of 64)
-  int32_t num_partitions;     // v2: ceil(max_seq_len / partition_size), >= 1
-  void* out;                  // [B, Hq, D]
-  float* lse;                 // optional [B, Hq]
-  float* partial_max;         // v2: [B, Hq, num_partitions]
-  float* partial_sum;         // v2: [B, Hq, num_partitions]
-  float* partial_out;         // v2: [B, Hq, num_partitions, D]
+  int32_t max_seq_len;     // grid sizing: max over b of kv_indptr diff
+  float scale_log2;        // sm_scale * log2(e)
+  int32_t partition_size;  // 0 = v1, > 0 = v2 (multiple of 64)
+  int32_t num_partitions;  // v2: ceil(max_seq_len / partition_size), >= 1
+  void* out;               // [B, Hq, D]
+  float* lse;              // optional [B, Hq]
+  float* partial_max;      // v2: [B, Hq, num_partitions]
+  float* partial_sum;      // v2: [B, Hq, num_partitions]
+  float* partial_out;      // v2: [B, Hq, num_partitions, D]
   KernelPath path;
   void* stream;
 };
@@ -60,9 +60,9 @@ struct ExtendLaunch {
   DType dtype;
   const void* k_cache;
   const void* v_cache;
-  const void* q;         // [total_q, Hq, D]
-  const void* k_extend;  // [total_q, Hkv, D]
-  const void* v_extend;  // [total_q, Hkv, D]
+  const void* q;              // [total_q, Hq, D]
+  const void* k_extend;       // [total_q, Hkv, D]
+  const void* v_extend;       // [total_q, Hkv, D]
   const int32_t* qo_indptr;   // device [B+1]
   const int32_t* kv_indptr;   // device [B+1]
   const int64_t* kv_indices;  // device
@@ -109,7 +109,7 @@ struct CopyBlocksLaunch {
   DType dtype;
   const DeviceKvLayer* layers;  // device [num_layers]
   int32_t num_layers;
-  const DevicePageCopy* ops;    // device [num_ops]
+  const DevicePageCopy* ops;  // device [num_ops]
   int32_t num_ops;
   void* stream;
 };

@@ -156,9 +156,9 @@ __device__ __forceinline__ float WarpShfl(float v, int src_lane) {
 // width / 2, as seed 5.2 prescribes for wave64.
 template <int kWidth = kWarpSize>
 __device__ __forceinline__ float WarpReduceSum(float v) {
-  static_assert(kWidth >= 1 && kWidth <= kWarpSize &&
-                    (kWidth & (kWidth - 1)) == 0,
-                "width must be a power of two <= kWarpSize");
+  static_assert(
+      kWidth >= 1 && kWidth <= kWarpSize && (kWidth & (kWidth - 1)) == 0,
+      "width must be a power of two <= kWarpSize");
 #pragma unroll
   for (int mask = kWidth / 2; mask >= 1; mask /= 2) v += WarpShflXor(v, mask);
   return v;
@@ -166,9 +166,9 @@ __device__ __forceinline__ float WarpReduceSum(float v) {
 
 template <int kWidth = kWarpSize>
 __device__ __forceinline__ float WarpReduceMax(float v) {
-  static_assert(kWidth >= 1 && kWidth <= kWarpSize &&
-                    (kWidth & (kWidth - 1)) == 0,
-                "width must be a power of two <= kWarpSize");
+  static_assert(
+      kWidth >= 1 && kWidth <= kWarpSize && (kWidth & (kWidth - 1)) == 0,
+      "width must be a power of two <= kWarpSize");
 #pragma unroll
   for (int mask = kWidth / 2; mask >= 1; mask /= 2) {
     v = fmaxf(v, WarpShflXor(v, mask));

@@ -95,10 +95,10 @@ __global__ void __launch_bounds__(kThreads)
   // Source and destination share the in-page offset, and the page is the
   // outermost dimension of every layout, so dst = src + one constant per op
   // (KOffset/VOffset evaluated once here instead of per chunk).
-  const int64_t k_shift = g.KOffset(op.dst_page * g.page_size, 0, 0) -
-                          g.KOffset(src_base, 0, 0);
-  const int64_t v_shift = g.VOffset(op.dst_page * g.page_size, 0, 0) -
-                          g.VOffset(src_base, 0, 0);
+  const int64_t k_shift =
+      g.KOffset(op.dst_page * g.page_size, 0, 0) - g.KOffset(src_base, 0, 0);
+  const int64_t v_shift =
+      g.VOffset(op.dst_page * g.page_size, 0, 0) - g.VOffset(src_base, 0, 0);
   const bool v_strided = g.layout == KvLayout::kVllm;
   const int64_t v_stride = g.VDimStride();
   const int32_t stride = gridDim.x * blockDim.x;
@@ -158,14 +158,14 @@ int LaunchReshapeAndCache(const ReshapeAndCacheLaunch& a) {
                         a.geometry.num_kv_heads *
                         (a.geometry.head_dim / kChunkElems);
   const int64_t blocks64 = (total + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
+  const int blocks =
+      static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
   hipStream_t stream = static_cast<hipStream_t>(a.stream);
-  hipLaunchKernelGGL(ReshapeAndCacheKernel, dim3(blocks), dim3(kThreads), 0,
-                     stream, a.geometry, static_cast<uint16_t*>(a.k_cache),
-                     static_cast<uint16_t*>(a.v_cache),
-                     static_cast<const uint16_t*>(a.k),
-                     static_cast<const uint16_t*>(a.v), a.out_cache_loc,
-                     a.num_tokens);
+  hipLaunchKernelGGL(
+      ReshapeAndCacheKernel, dim3(blocks), dim3(kThreads), 0, stream,
+      a.geometry, static_cast<uint16_t*>(a.k_cache),
+      static_cast<uint16_t*>(a.v_cache), static_cast<const uint16_t*>(a.k),
+      static_cast<const uint16_t*>(a.v), a.out_cache_loc, a.num_tokens);
   return static_cast<int>(hipGetLastError());
 }
 
@@ -182,12 +182,10 @@ int LaunchCopyBlocks(const CopyBlocksLaunch& a) {
   for (int32_t first = 0; first < a.num_ops; first += 65535) {
     const int32_t n = a.num_ops - first < 65535 ? a.num_ops - first : 65535;
     for (int32_t l0 = 0; l0 < a.num_layers; l0 += 65535) {
-      const int32_t nl =
-          a.num_layers - l0 < 65535 ? a.num_layers - l0 : 65535;
-      hipLaunchKernelGGL(CopyBlocksKernel,
-                         dim3(static_cast<unsigned>(blocks_x), n, nl),
-                         dim3(kThreads), 0, stream, a.geometry, a.layers + l0,
-                         a.ops + first);
+      const int32_t nl = a.num_layers - l0 < 65535 ? a.num_layers - l0 : 65535;
+      hipLaunchKernelGGL(
+          CopyBlocksKernel, dim3(static_cast<unsigned>(blocks_x), n, nl),
+          dim3(kThreads), 0, stream, a.geometry, a.layers + l0, a.ops + first);
       const hipError_t err = hipGetLastError();
       if (err != hipSuccess) return static_cast<int>(err);
     }

@@ -141,8 +141,8 @@ __device__ void MergeWarpsAndStore(const DecodeParams& p, const BlockWork& w,
                                      l_s[wi * kMaxRows + row], M, L);
       acc += wt * o_s[(wi * kMaxRows + row) * D + d];
     }
-    const int64_t bh = static_cast<int64_t>(b) * p.num_q_heads +
-                       w.first_head + row;
+    const int64_t bh =
+        static_cast<int64_t>(b) * p.num_q_heads + w.first_head + row;
     if (p.partition_size == 0) {
       p.out[bh * D + d] = FloatToElem<kBf16>(acc);
       if (d == 0 && p.lse != nullptr) p.lse[bh] = CombineLse(M, L);
@@ -299,8 +299,8 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   uint16_t* kv_area = q_tile + kMaxRows * D;
   uint16_t* k_tiles = kv_area + warp * (kStages * 2 * kKeys * D);
   uint16_t* v_tiles = k_tiles + kStages * kKeys * D;  // [kStages][N][D]
-  int64_t* bases = reinterpret_cast<int64_t*>(
-                       kv_area + kMmaWarps * kStages * 2 * kKeys * D) +
+  int64_t* bases = reinterpret_cast<int64_t*>(kv_area + kMmaWarps * kStages *
+                                                            2 * kKeys * D) +
                    warp * 2 * kKeys;  // [K: N][V: N]
 
   // Stage Q (rows >= w.rows zero) into shared memory.
@@ -328,10 +328,10 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   const int my_chunk = lane % kChunksPerRow;
   const int my_row0 = lane / kChunksPerRow;
   const bool lane_copies = lane < kRowsPerPass * kChunksPerRow;
-  const int64_t k_delta = p.g.KOffset(0, w.kv_head, my_chunk * 8) -
-                          p.g.KOffset(0, w.kv_head, 0);
-  const int64_t v_delta = p.g.VOffset(0, w.kv_head, my_chunk * 8) -
-                          p.g.VOffset(0, w.kv_head, 0);
+  const int64_t k_delta =
+      p.g.KOffset(0, w.kv_head, my_chunk * 8) - p.g.KOffset(0, w.kv_head, 0);
+  const int64_t v_delta =
+      p.g.VOffset(0, w.kv_head, my_chunk * 8) - p.g.VOffset(0, w.kv_head, 0);
   const bool v_strided = p.g.layout == KvLayout::kVllm;
   const int64_t v_stride = p.g.VDimStride();
 
@@ -382,9 +382,9 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
           if (vb >= 0) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-              wv[e / 2] |= static_cast<uint32_t>(
-                               p.v_cache[vb + v_delta + e * v_stride])
-                           << (16 * (e % 2));
+              wv[e / 2] |=
+                  static_cast<uint32_t>(p.v_cache[vb + v_delta + e * v_stride])
+                  << (16 * (e % 2));
             }
           }
           *reinterpret_cast<uint4*>(vs + so) =
@@ -401,8 +401,7 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   for (int32_t it = 0; it < my_tiles; ++it) {
     // Refill the stage consumed in iteration it - 1, then wait for tile it.
     if (it + kStages - 1 < my_tiles) issue(it + kStages - 1);
-    const int32_t issued =
-        my_tiles < it + kStages ? my_tiles : it + kStages;
+    const int32_t issued = my_tiles < it + kStages ? my_tiles : it + kStages;
     const int32_t pending = issued - it - 1;  // groups allowed in flight
     if (pending >= 2) {
       mma::CpAsyncWait<2>();
@@ -606,7 +605,8 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   if (err != 0 || p.partition_size == 0) return err;
   // m, l, weights: each rounded up to whole float4s (the compiler may read
   // them with vector loads past the last partition; memcheck flagged it).
-  const size_t smem = sizeof(float) * (3 * ((p.num_partitions + 3) / 4 * 4) + 4);
+  const size_t smem =
+      sizeof(float) * (3 * ((p.num_partitions + 3) / 4 * 4) + 4);
   auto combine = CombineKernel<D, kBf16>;
   if ((err = SetSmemLimit(combine, smem))) return err;
   hipLaunchKernelGGL(combine, dim3(p.num_q_heads, batch), dim3(kThreads), smem,
