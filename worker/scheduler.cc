@@ -591,7 +591,15 @@ void Scheduler::TakeInbox() {
     submitted.swap(submitted_);
     draining = draining_;
   }
-  for (auto& seq : submitted) waiting_.push_back(std::move(seq));
+  // Higher priority first; FIFO within a priority. Preempted sequences were
+  // put at the front and stay ahead of new arrivals of their priority.
+  for (auto& seq : submitted) {
+    auto pos = std::find_if(waiting_.begin(), waiting_.end(),
+                            [&](const std::unique_ptr<Sequence>& w) {
+                              return w->priority < seq->priority;
+                            });
+    waiting_.insert(pos, std::move(seq));
+  }
   if (draining) {
     // Not yet admitted: fail fast so the router can place them elsewhere.
     while (!waiting_.empty()) {
@@ -821,10 +829,15 @@ bool Scheduler::GrowOne() {
       RemoveRunning(target);
       return true;
     }
-    // Preempt the newest sequence (it has made the least progress).
+    // Preempt the lowest-priority sequence, the newest among equals (it
+    // has made the least progress).
     Sequence* victim = running_.front().get();
     for (const auto& seq : running_) {
-      if (seq->admission_order > victim->admission_order) victim = seq.get();
+      if (seq->priority < victim->priority ||
+          (seq->priority == victim->priority &&
+           seq->admission_order > victim->admission_order)) {
+        victim = seq.get();
+      }
     }
     Preempt(victim);
     return true;
@@ -852,7 +865,12 @@ void Scheduler::Preempt(Sequence* victim) {
   victim->pending_copies.clear();
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() == victim) {
-      waiting_.push_front(std::move(*it));
+      // Ahead of every waiting request of its priority or lower.
+      auto pos = std::find_if(waiting_.begin(), waiting_.end(),
+                              [&](const std::unique_ptr<Sequence>& w) {
+                                return w->priority <= victim->priority;
+                              });
+      waiting_.insert(pos, std::move(*it));
       running_.erase(it);
       break;
     }

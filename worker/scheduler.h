@@ -3,7 +3,8 @@
 //
 // One scheduler thread owns every sequence. Each step it
 //   1. applies aborts and leases the cache service reported lost,
-//   2. admits waiting requests while memory allows (CacheService.Acquire ->
+//   2. admits waiting requests (higher GenerateRequest.priority first, FIFO
+//      within a priority) while memory allows (CacheService.Acquire ->
 //      lease {prefix_len, kv_indices, copy_ops}),
 //   3. picks the batch: every running sequence that is generating (one token
 //      each) plus prefill chunks of admitted prompts under a per-step budget
@@ -11,7 +12,8 @@
 //   4. issues at most ONE CacheService.Grow per step: leases grow by
 //      grow_tokens slots at a time (plus reserve_tokens at Acquire), so most
 //      steps need none; a sequence whose lease is full waits for its Grow;
-//      when Grow finds no memory, the newest running sequence is preempted
+//      when Grow finds no memory, the lowest-priority (then newest) running
+//      sequence is preempted
 //      (its lease committed or released, the sequence requeued at the front
 //      of the queue and recomputed on readmission),
 //   5. runs one ModelExecutor::Forward (copy ops first), samples, streams

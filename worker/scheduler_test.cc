@@ -339,6 +339,32 @@ TEST_F(SchedulerTest, AbortWhileQueued) {
   EXPECT_EQ(cache_->calls("Acquire"), 1);
 }
 
+TEST_F(SchedulerTest, HigherPriorityIsAdmittedFirst) {
+  SchedulerOptions options;
+  options.max_running_requests = 1;
+  Init(256, 1, options);
+  std::vector<int32_t> low = RandomPrompt(4), mid = RandomPrompt(5),
+                       high = RandomPrompt(6);
+  v1::GenerateRequest r_low = Request("low", low, 3);
+  r_low.set_priority(-5);
+  v1::GenerateRequest r_mid = Request("mid", mid, 3);
+  v1::GenerateRequest r_high = Request("high", high, 3);
+  r_high.set_priority(7);
+  auto s_low = Submit(r_low);
+  auto s_mid = Submit(r_mid);
+  auto s_high = Submit(r_high);
+  RunUntilIdle();
+  for (auto* s : {&s_low, &s_mid, &s_high}) {
+    EXPECT_TRUE(Collect(**s).status.ok());
+  }
+  // Commits happen in admission order (one running at a time).
+  auto commits = cache_->commits();
+  ASSERT_EQ(commits.size(), 3u);
+  EXPECT_TRUE(std::equal(high.begin(), high.end(), commits[0].begin()));
+  EXPECT_TRUE(std::equal(mid.begin(), mid.end(), commits[1].begin()));
+  EXPECT_TRUE(std::equal(low.begin(), low.end(), commits[2].begin()));
+}
+
 TEST_F(SchedulerTest, StopTokenEosAndIgnoreEos) {
   Init(512, 1);
   std::vector<int32_t> prompt = RandomPrompt(10);
