@@ -13,9 +13,8 @@
 //      grow_tokens slots at a time (plus reserve_tokens at Acquire), so most
 //      steps need none; a sequence whose lease is full waits for its Grow;
 //      when Grow finds no memory, the lowest-priority (then newest) running
-//      sequence is preempted
-//      (its lease committed or released, the sequence requeued at the front
-//      of the queue and recomputed on readmission),
+//      sequence is preempted (its lease committed or released, the sequence
+//      requeued ahead of its priority and recomputed on readmission),
 //   5. runs one ModelExecutor::Forward (copy ops first), samples, streams
 //      token/text deltas, and on finish (EOS, stop id/string,
 //      max_new_tokens) commits the lease so the tokens enter the radix tree.
