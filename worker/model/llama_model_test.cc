@@ -15,10 +15,14 @@
 // moves logits of magnitude ~2.5 by a few 1e-7.
 #include "worker/model/llama_model.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -28,6 +32,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/offline_generation.h"
+#include "worker/model/safetensors_reader.h"
+#include "worker/model/safetensors_test_writer.h"
 #include "worker/model/shared_test_data.h"
 
 namespace radixkv::worker {
@@ -511,6 +517,108 @@ TEST(LlamaModelTest, SeededSamplingIsDeterministicAndTopK1IsGreedy) {
   const std::vector<int32_t> greedy = generate({request(0, 0, 1, 0)})[0];
   EXPECT_EQ(generate({request(1.0f, 1, 1.0f, 123)})[0], greedy);
   EXPECT_NE(greedy, alone);  // temperature 1.2 really sampled
+}
+
+// Writes a copy of the golden llama3-gqa-bf16 checkpoint into `dir`: the
+// tensors spread over 3 shards with model.safetensors.index.json, config.json
+// rewritten in the transformers-4 form (rope_theta + rope_scaling,
+// torch_dtype). `skip` drops one tensor; `reshape` declares one tensor with a
+// wrong shape.
+void WriteShardedLlama3(const Golden& g, const std::string& dir,
+                        const std::string& skip = "",
+                        const std::string& reshape = "") {
+  ::mkdir(dir.c_str(), 0755);
+  const std::string src = g.shared + "/golden/models/llama3-gqa-bf16";
+  absl::StatusOr<std::unique_ptr<SafetensorsReader>> r =
+      SafetensorsReader::Open(src);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::vector<testing::RawTensor>> shards(3);
+  Json index = {{"metadata", Json::object()}, {"weight_map", Json::object()}};
+  int i = 0;
+  for (const std::string& name : (*r)->TensorNames()) {
+    if (name == skip) continue;
+    const SafetensorsTensor* t = *(*r)->Find(name);
+    testing::RawTensor raw{
+        name, t->dtype_name, t->shape,
+        std::string(reinterpret_cast<const char*>(t->data), t->num_bytes)};
+    if (name == reshape) std::swap(raw.shape[0], raw.shape[1]);
+    const std::string file =
+        absl::StrCat("model-0000", i % 3 + 1, "-of-00003.safetensors");
+    index["weight_map"][name] = file;
+    shards[i % 3].push_back(raw);
+    ++i;
+  }
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_TRUE(
+        testing::WriteSafetensors(
+            absl::StrCat(dir, "/model-0000", s + 1, "-of-00003.safetensors"),
+            shards[s])
+            .ok());
+  }
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+  absl::StatusOr<Json> config = testing::ReadJsonFile(src + "/config.json");
+  ASSERT_TRUE(config.ok());
+  Json c = *config;
+  Json rope = c["rope_parameters"];
+  c.erase("rope_parameters");
+  c.erase("dtype");
+  c["torch_dtype"] = "bfloat16";
+  c["rope_theta"] = rope["rope_theta"];
+  rope.erase("rope_theta");
+  c["rope_scaling"] = rope;
+  std::ofstream(dir + "/config.json") << c.dump(2);
+}
+
+std::string TestTmpDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(t != nullptr ? t : "/tmp", "/", name, "_", ::getpid());
+}
+
+// A sharded checkpoint with a transformers-4 config loads to exactly the same
+// model as the single-file transformers-5 original.
+TEST(LlamaModelTest, ShardedCheckpointWithTransformers4Config) {
+  const Golden g = LoadGolden();
+  ASSERT_FALSE(g.seq3.empty());
+  const std::string dir = TestTmpDir("sharded");
+  WriteShardedLlama3(g, dir);
+  std::unique_ptr<CpuModelExecutor> sharded = MakeExecutor(dir);
+  std::unique_ptr<CpuModelExecutor> original =
+      MakeExecutor(g.shared + "/golden/models/llama3-gqa-bf16");
+  ASSERT_NE(sharded, nullptr);
+  ASSERT_NE(original, nullptr);
+  EXPECT_EQ(sharded->config().rope.type, RopeType::kLlama3);
+  EXPECT_EQ(sharded->config().dtype, "bfloat16");
+  PageSource pages(1);
+  ForwardBatch b;
+  AddExtend(&b, g.seq3, 0, 64, pages.Take(4));
+  const std::vector<float> a = ForwardLogits(*sharded, b);
+  const std::vector<float> o = ForwardLogits(*original, b);
+  ASSERT_EQ(a.size(), 64u * kVocab);
+  EXPECT_EQ(a, o);
+}
+
+// Missing and mis-shaped tensors fail Create with the tensor's name.
+TEST(LlamaModelTest, MissingOrMisshapedTensorIsAClearError) {
+  const Golden g = LoadGolden();
+  ASSERT_FALSE(g.shared.empty());
+  CpuModelExecutorOptions o;
+  o.kv_capacity_slots = 64;
+  o.model_dir = TestTmpDir("missing");
+  WriteShardedLlama3(g, o.model_dir, "model.layers.1.mlp.up_proj.weight");
+  absl::Status s = CpuModelExecutor::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find("model.layers.1.mlp.up_proj.weight"),
+            std::string::npos)
+      << s;
+  o.model_dir = TestTmpDir("misshaped");
+  WriteShardedLlama3(g, o.model_dir, "",
+                     "model.layers.2.self_attn.k_proj.weight");
+  s = CpuModelExecutor::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("model.layers.2.self_attn.k_proj.weight"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("[256, 64]"), std::string::npos) << s;
 }
 
 TEST(LlamaModelTest, CreateErrors) {

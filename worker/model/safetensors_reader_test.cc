@@ -6,12 +6,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/model/safetensors_test_writer.h"
 #include "worker/model/shared_test_data.h"
 
 namespace radixkv::worker {
@@ -29,33 +31,15 @@ std::string TempDir() {
   return dir;
 }
 
-struct RawTensor {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
+using testing::RawTensor;
 
-// Writes a safetensors file; `corrupt` edits the header JSON before writing.
-void WriteSafetensors(const std::string& path,
-                      const std::vector<RawTensor>& tensors,
-                      void (*corrupt)(Json&) = nullptr) {
-  Json header = Json::object();
-  header["__metadata__"] = {{"format", "pt"}};
-  std::string data;
-  for (const RawTensor& t : tensors) {
-    header[t.name] = {
-        {"dtype", t.dtype},
-        {"shape", t.shape},
-        {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
-  }
-  if (corrupt != nullptr) corrupt(header);
-  std::string h = header.dump();
-  const uint64_t n = h.size();
-  std::ofstream out(path, std::ios::binary);
-  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xFF));
-  out << h << data;
+void WriteFileOrFail(const std::string& path,
+                     const std::vector<RawTensor>& tensors,
+                     void (*corrupt)(Json&) = nullptr) {
+  std::function<void(Json&)> edit;
+  if (corrupt != nullptr) edit = corrupt;
+  absl::Status s = testing::WriteSafetensors(path, tensors, edit);
+  ASSERT_TRUE(s.ok()) << s;
 }
 
 std::string Bytes(const void* p, size_t n) {
@@ -92,7 +76,7 @@ void ExpectMixedValues(const SafetensorsReader& r) {
 
 TEST(SafetensorsReaderTest, ReadsSingleFileAllFloatDtypes) {
   const std::string dir = TempDir();
-  WriteSafetensors(dir + "/model.safetensors", MixedTensors());
+  WriteFileOrFail(dir + "/model.safetensors", MixedTensors());
   // Open by directory and by file path.
   for (const std::string& p : {dir, dir + "/model.safetensors"}) {
     absl::StatusOr<std::unique_ptr<SafetensorsReader>> r =
@@ -111,8 +95,8 @@ TEST(SafetensorsReaderTest, ReadsSingleFileAllFloatDtypes) {
 TEST(SafetensorsReaderTest, ReadsShardedCheckpointThroughIndex) {
   const std::string dir = TempDir();
   std::vector<RawTensor> all = MixedTensors();
-  WriteSafetensors(dir + "/model-00001-of-00002.safetensors", {all[0], all[1]});
-  WriteSafetensors(dir + "/model-00002-of-00002.safetensors", {all[2], all[3]});
+  WriteFileOrFail(dir + "/model-00001-of-00002.safetensors", {all[0], all[1]});
+  WriteFileOrFail(dir + "/model-00002-of-00002.safetensors", {all[2], all[3]});
   Json index = {{"metadata", {{"total_size", 0}}},
                 {"weight_map",
                  {{"a.f32", "model-00001-of-00002.safetensors"},
@@ -129,7 +113,7 @@ TEST(SafetensorsReaderTest, ReadsShardedCheckpointThroughIndex) {
 
 TEST(SafetensorsReaderTest, ClearErrors) {
   const std::string dir = TempDir();
-  WriteSafetensors(dir + "/model.safetensors", MixedTensors());
+  WriteFileOrFail(dir + "/model.safetensors", MixedTensors());
   absl::StatusOr<std::unique_ptr<SafetensorsReader>> r =
       SafetensorsReader::Open(dir);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -154,16 +138,16 @@ TEST(SafetensorsReaderTest, ClearErrors) {
   EXPECT_EQ(SafetensorsReader::Open(empty).status().code(),
             absl::StatusCode::kNotFound);
   // Offsets past the end of the data.
-  WriteSafetensors(dir + "/bad_offsets.safetensors", MixedTensors(),
-                   [](Json& h) {
-                     h["a.f32"]["data_offsets"] = {0, 4096};
-                   });
+  WriteFileOrFail(dir + "/bad_offsets.safetensors", MixedTensors(),
+                  [](Json& h) {
+                    h["a.f32"]["data_offsets"] = {0, 4096};
+                  });
   EXPECT_EQ(
       SafetensorsReader::Open(dir + "/bad_offsets.safetensors").status().code(),
       absl::StatusCode::kInvalidArgument);
   // Byte size that does not match dtype x shape.
-  WriteSafetensors(dir + "/bad_size.safetensors", MixedTensors(),
-                   [](Json& h) { h["a.f32"]["shape"] = {7}; });
+  WriteFileOrFail(dir + "/bad_size.safetensors", MixedTensors(),
+                  [](Json& h) { h["a.f32"]["shape"] = {7}; });
   absl::Status bad_size =
       SafetensorsReader::Open(dir + "/bad_size.safetensors").status();
   EXPECT_EQ(bad_size.code(), absl::StatusCode::kInvalidArgument);
