@@ -152,7 +152,8 @@ int64_t CommonPrefix(const std::vector<int32_t>& a,
 struct Coverage {
   int64_t acquires = 0, reused_prefixes = 0, partial_page_copies = 0,
           exhausted = 0, evictions = 0, commits = 0, keep_lease_commits = 0,
-          forks = 0, cow_grows = 0, expired = 0, wipes = 0, invalid_calls = 0;
+          forks = 0, cow_grows = 0, expired = 0, wipes = 0, invalid_calls = 0,
+          restores = 0;
 };
 Coverage coverage;
 
@@ -512,8 +513,16 @@ class Harness {
       ForgetWorker(id);
       ++workers_[id].epoch;
       RegisterSim(id);
-    } else if (roll < 95) {
+    } else if (roll < 94) {
       DoInvalidCall(before);
+    } else if (roll < 95) {
+      // Crash + restart: continue on a state restored from a snapshot.
+      CacheState restored(state_.options());
+      const absl::Status s = restored.Restore(state_.Serialize());
+      ASSERT_TRUE(s.ok()) << s << " " << Where();
+      ASSERT_EQ(restored.CanonicalDump(), before) << Where();
+      state_ = std::move(restored);
+      ++coverage.restores;
     } else {
       // Same-epoch re-registration is idempotent for the logical state.
       RegisterSim(PickWorker(), /*new_epoch=*/false);
@@ -885,11 +894,12 @@ TEST(CacheStateDifferentialTest, RandomOperationSequencesMatchNaiveModel) {
             << " keep_lease_commits=" << c.keep_lease_commits
             << " forks=" << c.forks << " cow_grows=" << c.cow_grows
             << " expired=" << c.expired << " wipes=" << c.wipes
-            << " invalid_calls=" << c.invalid_calls << std::endl;
+            << " invalid_calls=" << c.invalid_calls
+            << " restores=" << c.restores << std::endl;
   if (sequences >= 100) {
     for (int64_t n : {c.reused_prefixes, c.partial_page_copies, c.exhausted,
                       c.evictions, c.keep_lease_commits, c.forks, c.cow_grows,
-                      c.expired, c.wipes, c.invalid_calls}) {
+                      c.expired, c.wipes, c.invalid_calls, c.restores}) {
       EXPECT_GT(n, 0);
     }
   }
