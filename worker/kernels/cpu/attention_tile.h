@@ -201,17 +201,16 @@ inline TaskBuffers AcquireTaskBuffers(int rows, int head_dim) {
   return b;
 }
 
-// Folds one tile of n keys into the R rows' states.
+// Folds one tile of n keys into the R rows' states; generic head_dim (the
+// common ones take AttendTileBlocked below).
 //   q        [R][D] query rows, already scaled by sm_scale * log2(e)
 //   k, v     [n][D] fp32 tile
 //   visible  optional [R]: row r sees keys [0, visible[r]) of the tile (the
 //            causal mask of the diagonal tile); nullptr = all n visible.
-// kD is head_dim when known at compile time (0 = use head_dim).
-template <int kD>
-void AttendTile(const float* __restrict q, int rows, int head_dim,
-                const float* __restrict k, const float* __restrict v, int n,
-                const int* visible, const RowStates& st) {
-  const int D = kD > 0 ? kD : head_dim;
+inline void AttendTileGeneric(const float* __restrict q, int rows, int D,
+                              const float* __restrict k,
+                              const float* __restrict v, int n,
+                              const int* visible, const RowStates& st) {
   alignas(64) float s[kTileTokens];
   for (int r = 0; r < rows; ++r) {
     const int nv = visible != nullptr ? std::min(visible[r], n) : n;
@@ -333,8 +332,8 @@ inline void AccumulatePv(const float* __restrict p, const float* __restrict v,
   }
 }
 
-// Same contract as AttendTile, for kD % 16 == 0. Scores of masked keys are
-// computed with the block and then given probability 0.
+// Same contract as AttendTileGeneric, for kD % 16 == 0. Scores of masked keys
+// are computed with the block and then given probability 0.
 template <int kD>
 void AttendTileBlocked(const float* __restrict q, int rows,
                        const float* __restrict k, const float* __restrict v,
@@ -412,7 +411,7 @@ inline void AttendTileAnyD(const float* q, int rows, int head_dim,
     case 256:
       return AttendTileBlocked<256>(q, rows, k, v, n, visible, st, s);
     default:
-      return AttendTile<0>(q, rows, head_dim, k, v, n, visible, st);
+      return AttendTileGeneric(q, rows, head_dim, k, v, n, visible, st);
   }
 }
 
