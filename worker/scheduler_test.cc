@@ -554,5 +554,36 @@ TEST_F(SchedulerTest, LostLeaseIsRecomputed) {
   EXPECT_EQ(cache_->active_leases(), 0);
 }
 
+TEST_F(SchedulerTest, ReRegistersWithFreshEpochWhenTheServiceForgetsIt) {
+  SchedulerOptions options;
+  Init(256, 1, options);
+  scheduler_.reset();
+  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
+  options.start_thread = false;
+  options.heartbeat_interval = absl::Milliseconds(5);
+  auto created = Scheduler::Create(options, executor_.get(), cache_.get(),
+                                   nullptr, nullptr);
+  ASSERT_TRUE(created.ok());
+  scheduler_ = std::move(*created);
+  const int64_t first_epoch = cache_->epoch();
+  std::vector<int32_t> prompt = RandomPrompt(9);
+  auto stream = Submit(Request("r", prompt, 10));
+  scheduler_->Step();
+  scheduler_->Step();
+  cache_->ForgetWorker();
+  while (!cache_->registered()) absl::SleepFor(absl::Milliseconds(2));
+  EXPECT_GT(cache_->epoch(), first_epoch);
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 10));
+  // The lease from the old epoch was dropped without Release and the
+  // sequence recomputed under the new one.
+  EXPECT_EQ(scheduler_->Stats().preemptions, 1);
+  EXPECT_EQ(scheduler_->Stats().epoch, cache_->epoch());
+  EXPECT_EQ(cache_->calls("Release"), 0);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
 }  // namespace
 }  // namespace radixkv::worker

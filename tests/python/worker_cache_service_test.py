@@ -441,5 +441,58 @@ class SmallPoolTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
 
 
+class CacheServiceRestartTest(unittest.TestCase):
+    """The cache service restarts without a journal: the worker's heartbeat
+    gets NOT_FOUND, it re-registers under a fresh epoch and serves again."""
+
+    def test_worker_reregisters_after_cache_service_restart(self):
+        cache_port = free_port()
+        args = [
+            CACHE_SERVICE, "--bind_address=127.0.0.1",
+            "--grpc_port=%d" % cache_port, "--metrics_port=0",
+            "--heartbeat_timeout_ms=900"
+        ]
+        cache = Process(args)
+        self.addCleanup(lambda: cache.kill())
+        cache.wait_serving(cache_port)
+        port = free_port()
+        worker = Process([
+            WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
+            "--metrics_port=0", "--cache_service=127.0.0.1:%d" % cache_port,
+            "--worker_id=restart", "--threads=2"
+        ])
+        self.addCleanup(worker.kill)
+        stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
+        deadline = time.time() + 30
+        while not stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch:
+            self.assertLess(time.time(), deadline, worker.output())
+            time.sleep(0.05)
+        first_epoch = stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch
+        before, _, _ = generate(stub, ids=PROMPT_IDS, max_new_tokens=8)
+
+        cache.kill()
+        cache = Process(args)
+        channel = cache.wait_serving(cache_port)
+        cache_stub = STUBS.cache_service_pb2_grpc.CacheServiceStub(channel)
+        deadline = time.time() + 30
+        while True:
+            try:
+                reply = cache_stub.Stats(CS.StatsRequest(worker_id="restart"),
+                                         timeout=1)
+                break
+            except grpc.RpcError:
+                self.assertLess(time.time(), deadline, worker.output())
+                time.sleep(0.05)
+        self.assertGreater(reply.workers[0].epoch, first_epoch)
+        after, _, last = generate(stub, ids=PROMPT_IDS, max_new_tokens=8)
+        self.assertEqual(after, before)
+        self.assertEqual(last.usage.cached_tokens, 0)  # The tree was lost.
+        self.assertEqual(
+            stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch,
+            reply.workers[0].epoch)
+        code, out = worker.stop()
+        self.assertEqual(code, 0, out)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

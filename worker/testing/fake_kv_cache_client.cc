@@ -100,6 +100,8 @@ absl::StatusOr<v1::HeartbeatResponse> FakeKvCacheClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Check("Heartbeat"); !s.ok()) return s;
+  if (!registered_) return absl::NotFoundError("unknown worker");
+  if (request.epoch() != epoch_) return absl::FailedPreconditionError("epoch");
   v1::HeartbeatResponse response;
   for (uint64_t id : lose_) {
     auto it = leases_.find(id);
@@ -268,6 +270,15 @@ absl::StatusOr<v1::ReleaseResponse> FakeKvCacheClient::Release(
 void FakeKvCacheClient::SetUnavailable(bool unavailable) {
   absl::MutexLock lock(&mu_);
   unavailable_ = unavailable;
+}
+
+void FakeKvCacheClient::ForgetWorker() {
+  absl::MutexLock lock(&mu_);
+  registered_ = false;
+  for (auto& [id, lease] : leases_) Unref(lease.pages);
+  leases_.clear();
+  for (Entry& entry : entries_) Unref(entry.pages);
+  entries_.clear();
 }
 
 void FakeKvCacheClient::LoseLeaseOnNextHeartbeat(uint64_t lease_id) {

@@ -47,6 +47,10 @@ class FakeKvCacheClient : public KvCacheClient {
     absl::MutexLock lock(&mu_);
     cow_next_grow_ = true;
   }
+  // Forgets the worker and all its leases and cached sequences, like a
+  // cache service restarted without its journal: the next Heartbeat answers
+  // NOT_FOUND.
+  void ForgetWorker();
   // Leases reported lost by the next heartbeat.
   void LoseLeaseOnNextHeartbeat(uint64_t lease_id);
 
