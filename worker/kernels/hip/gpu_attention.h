@@ -67,12 +67,14 @@ inline constexpr char kDecodePartitionSizeEnv[] =
 
 // Partition size for paged decode: 0 = v1 (one block per (kv head, seq)),
 // otherwise v2 with that many tokens per partition (a multiple of 64).
-// Heuristic (docs/kernel-notes.md "Partition size"): v1 when the (kv head x
-// sequence) grid alone fills the GPU or the longest context fits one
-// partition; else the largest size in {1024, 512, 256, 128} whose grid has
-// >= 2 blocks per multiprocessor. `num_sms` <= 0 means query the current
-// device. The environment variable kDecodePartitionSizeEnv, if set to a
-// non-negative integer, wins (rounded up to a multiple of 64).
+// Heuristic, fitted to the H200 sweep in docs/kernel-notes.md ("Partition
+// size"): v1 when the v1 grid (B x Hkv x ceil(group / 16) blocks) has >= 4
+// blocks per multiprocessor; else the largest size in {2048, 1024, 512, 256}
+// below max_seq_len whose grid has >= 1.5 blocks per multiprocessor; else
+// 256 (or v1 when max_seq_len <= 256). `num_sms` <= 0 means query the current
+// device (132 if that fails). The environment variable
+// kDecodePartitionSizeEnv, if set to a non-negative integer, wins (rounded up
+// to a multiple of 64; 0 = v1), like the Hygon port's PA_PARTITION_SIZE.
 int32_t ChooseDecodePartitionSize(int32_t batch_size, int32_t num_kv_heads,
                                   int32_t num_q_heads, int32_t max_seq_len,
                                   int num_sms = 0);
