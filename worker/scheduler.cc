@@ -601,11 +601,16 @@ void Scheduler::TakeInbox() {
     waiting_.insert(pos, std::move(seq));
   }
   if (draining) {
-    // Not yet admitted: fail fast so the router can place them elsewhere.
-    while (!waiting_.empty()) {
-      std::unique_ptr<Sequence> seq = std::move(waiting_.front());
-      waiting_.pop_front();
-      Fail(seq.get(), absl::UnavailableError("worker is draining"));
+    // Never admitted: fail fast so the router can place them elsewhere.
+    // Preempted sequences have streamed tokens already; they stay queued and
+    // finish here (or are aborted at the drain deadline).
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->admitted_once) {
+        ++it;
+        continue;
+      }
+      Fail(it->get(), absl::UnavailableError("worker is draining"));
+      it = waiting_.erase(it);
     }
   }
 }
