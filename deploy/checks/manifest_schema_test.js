@@ -63,6 +63,8 @@ function selfTests() {
   assert.deepStrictEqual(checkObject(sm), []);
   sm.spec.endpoints[0].portt = 'metrics';
   assert.deepStrictEqual(checkObject(sm), ['unknown field /spec/endpoints/0/portt']);
+  const cm = monitoring.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'radixkv-grafana-dashboard');
+  assert.ok(cm && JSON.parse(cm.data['radixkv-dashboard.json']).uid === 'radixkv-overview', 'dashboard ConfigMap');
   const pr = JSON.parse(JSON.stringify(monitoring.find((o) => o.kind === 'PrometheusRule')));
   pr.spec.groups[0].rules[0].exp = pr.spec.groups[0].rules[0].expr;
   delete pr.spec.groups[0].rules[0].expr;

@@ -25,8 +25,8 @@ promtool check config "${mon}/prometheus.yml"
 echo "== promtool check rules / test rules"
 promtool check rules "${mon}/alerts.yml"
 (cd "$mon" && promtool test rules alerts_test.yml)
-echo "== PrometheusRule in step with alerts.yml"
-"$node_check" sync_prometheus_rule.js --check
+echo "== PrometheusRule and dashboard ConfigMap in step with their sources"
+"$node_check" sync_operator_resources.js --check
 echo "== dashboard queries parse"
 "$node_check" dashboard_queries.js rules "${tmp}/dashboard_rules.yml"
 promtool check rules "${tmp}/dashboard_rules.yml"
