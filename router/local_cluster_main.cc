@@ -45,6 +45,10 @@ ABSL_FLAG(int, base_port, 0,
           "router metrics, workers); 0 = free ports.");
 ABSL_FLAG(int, num_workers, 2, "CPU workers.");
 ABSL_FLAG(int, worker_threads, 1, "--threads of each worker.");
+ABSL_FLAG(int64_t, kv_capacity_tokens, 3072,
+          "KV pool of each worker, tokens (0 = the worker's default). The "
+          "default puts the workload in the regime where placement matters: "
+          "two workers together hold the workloads' prefixes, one does not.");
 ABSL_FLAG(std::string, policy, "cache_aware", "Router default policy.");
 ABSL_FLAG(bool, redis, true,
           "Journal the cache service to a private redis-server.");
@@ -160,6 +164,12 @@ int main(int argc, char** argv) {
   options.worker_args.insert(
       options.worker_args.begin(),
       absl::StrCat("--threads=", absl::GetFlag(FLAGS_worker_threads)));
+  if (absl::GetFlag(FLAGS_kv_capacity_tokens) > 0) {
+    options.worker_args.insert(
+        options.worker_args.begin(),
+        absl::StrCat("--kv_capacity_tokens=",
+                     absl::GetFlag(FLAGS_kv_capacity_tokens)));
+  }
   options.cache_service_args =
       SplitArgs(absl::GetFlag(FLAGS_cache_service_args));
   options.router_args = SplitArgs(absl::GetFlag(FLAGS_router_args));
@@ -167,6 +177,12 @@ int main(int argc, char** argv) {
 
   std::printf("radixkv main job: logs in %s\n", options.run_dir.c_str());
   std::printf("  model %s\n", options.model_dir.c_str());
+  std::printf(
+      "  %d CPU workers, %d thread(s) each, KV pool %s tokens each\n",
+      options.num_workers, absl::GetFlag(FLAGS_worker_threads),
+      absl::GetFlag(FLAGS_kv_capacity_tokens) > 0
+          ? std::to_string(absl::GetFlag(FLAGS_kv_capacity_tokens)).c_str()
+          : "default");
   std::fflush(stdout);
   const absl::Time t0 = absl::Now();
   int exit_code = 0;

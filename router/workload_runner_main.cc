@@ -62,18 +62,18 @@ ABSL_FLAG(std::string, corpus_files,
           "Texts sliced into system prompts, questions and user messages.");
 // shared-prefix (issue defaults, from SGLang's generated-shared-prefix
 // benchmark: 64 x 16, 2048, 128, 256).
-ABSL_FLAG(int, sp_groups, 4, "shared-prefix: groups (issue: 64).");
-ABSL_FLAG(int, sp_prompts_per_group, 8,
+ABSL_FLAG(int, sp_groups, 8, "shared-prefix: groups (issue: 64).");
+ABSL_FLAG(int, sp_prompts_per_group, 16,
           "shared-prefix: prompts per group (issue: 16).");
-ABSL_FLAG(int, sp_system_tokens, 512,
+ABSL_FLAG(int, sp_system_tokens, 384,
           "shared-prefix: system prompt tokens (issue: 2048).");
 ABSL_FLAG(int, sp_question_tokens, 32,
           "shared-prefix: question tokens (issue: 128).");
 ABSL_FLAG(int, sp_output_tokens, 16,
           "shared-prefix: output tokens (issue: 256).");
 // multi-turn
-ABSL_FLAG(int, mt_conversations, 8, "multi-turn: conversations.");
-ABSL_FLAG(int, mt_rounds, 4, "multi-turn: rounds per conversation.");
+ABSL_FLAG(int, mt_conversations, 16, "multi-turn: conversations.");
+ABSL_FLAG(int, mt_rounds, 5, "multi-turn: rounds per conversation.");
 ABSL_FLAG(int, mt_system_tokens, 128, "multi-turn: system prompt tokens.");
 ABSL_FLAG(int, mt_user_tokens, 48, "multi-turn: user message tokens.");
 ABSL_FLAG(int, mt_output_tokens, 16, "multi-turn: answer tokens per round.");
@@ -82,7 +82,7 @@ ABSL_FLAG(std::string, dq_document, "/usr/share/common-licenses/Apache-2.0",
           "document-qa: the shared document.");
 ABSL_FLAG(int, dq_document_tokens, 1024,
           "document-qa: leading document tokens used as context.");
-ABSL_FLAG(int, dq_questions, 12, "document-qa: questions.");
+ABSL_FLAG(int, dq_questions, 32, "document-qa: questions.");
 ABSL_FLAG(int, dq_question_tokens, 24, "document-qa: question tokens.");
 ABSL_FLAG(int, dq_output_tokens, 16, "document-qa: output tokens.");
 // outputs
