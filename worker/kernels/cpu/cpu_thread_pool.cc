@@ -49,8 +49,10 @@ void CpuThreadPool::WorkerLoop() {
                     [&] { return stop_ || generation_ != seen_generation; });
       if (stop_) return;
       seen_generation = generation_;
-      // Snapshot under the lock: a worker waking after its generation ended
-      // sees n_ = 0 and leaves without touching the caller's function.
+      // Snapshot under the lock. A worker waking after its generation ended
+      // sees n_ = 0 and must not touch next_: the caller's next generation
+      // may reset it at any moment and an index claimed here would be lost.
+      if (n_ == 0) continue;
       fn = fn_;
       n = n_;
       ++active_workers_;

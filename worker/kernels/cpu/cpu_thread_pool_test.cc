@@ -32,6 +32,20 @@ TEST(CpuThreadPoolTest, ManyConsecutiveCallsAndNesting) {
   EXPECT_EQ(sum.load(), 200 * (20 * 21 / 2));
 }
 
+// Back-to-back small calls: a worker that wakes after its call ended must
+// not claim (and drop) an index of the next call.
+TEST(CpuThreadPoolTest, BackToBackSmallCallsLoseNoIndex) {
+  CpuThreadPool pool(4);
+  for (int round = 0; round < 20000; ++round) {
+    const int64_t n = 2 + round % 4;
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, [&](int64_t i) { hits[i].fetch_add(1); });
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[i].load(), 1) << "round " << round << " index " << i;
+    }
+  }
+}
+
 TEST(CpuThreadPoolTest, NullPoolRunsInlineInOrder) {
   std::vector<int64_t> order;
   ParallelFor(nullptr, 5, [&](int64_t i) { order.push_back(i); });
