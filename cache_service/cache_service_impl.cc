@@ -406,8 +406,10 @@ void CacheServiceImpl::SnapshotLocked() {
   std::string blob(kSnapshotMagic);
   PutInt64(&blob, last_now_ms_);
   blob += state_.Serialize();
+  last_snapshot_bytes_ = static_cast<int64_t>(blob.size());
   journal_->AppendSnapshot(std::move(blob));
   ops_since_snapshot_ = 0;
+  bytes_since_snapshot_ = 0;
 }
 
 void CacheServiceImpl::JournalLocked(JournalOp op, int64_t now_ms,
@@ -418,8 +420,12 @@ void CacheServiceImpl::JournalLocked(JournalOp op, int64_t now_ms,
   entry.push_back(static_cast<char>(op));
   PutInt64(&entry, now_ms);
   entry += payload;
+  bytes_since_snapshot_ += static_cast<int64_t>(entry.size());
   journal_->Append(std::move(entry), std::move(done));
-  if (++ops_since_snapshot_ >= options_.snapshot_every_ops) SnapshotLocked();
+  if (++ops_since_snapshot_ >= options_.snapshot_every_ops &&
+      bytes_since_snapshot_ >= last_snapshot_bytes_) {
+    SnapshotLocked();
+  }
 }
 
 void CacheServiceImpl::CommitAndFinishLocked(

@@ -14,8 +14,12 @@
 // writer thread has pushed that entry to Redis (group commit: one pipelined
 // RPUSH per batch). Reads may observe a change whose journal write is still
 // in flight; the change itself is acknowledged only once durable.
-// Every --snapshot_every_ops journaled operations, CacheState::Serialize() is
-// queued as a snapshot that atomically replaces the journal (MULTI/EXEC).
+// A snapshot (CacheState::Serialize(), taken under the mutex) is queued to
+// atomically replace the journal (MULTI/EXEC) once at least
+// --snapshot_every_ops operations AND at least as many journal bytes as the
+// last snapshot's size were written since the last one: replay stays bounded
+// and the snapshot cost stays amortized O(1) per journaled byte however large
+// the state grows.
 // Start-up: Restore(snapshot) + replay of the journal with the recorded
 // times (CacheState is deterministic in its inputs), CheckInvariants(), then
 // a fresh snapshot. If a journal write fails, the service answers
@@ -72,7 +76,9 @@ struct CacheServiceOptions {
   CacheOptions cache;
   // Longest prompt accepted by Match/Acquire, tokens, in [1, 1,048,576].
   int64_t max_prompt_tokens = kMaxPromptTokens;
-  // Journaled operations between two snapshots (Redis mode), >= 1.
+  // Least journaled operations between two snapshots (Redis mode), >= 1; a
+  // snapshot also waits until the journal since the last one is as large as
+  // that snapshot.
   int64_t snapshot_every_ops = 10'000;
   // Period of the background expiry/dead-worker sweep and metrics refresh.
   absl::Duration sweep_interval = absl::Milliseconds(250);
@@ -233,6 +239,8 @@ class CacheServiceImpl final
   CacheState state_ ABSL_GUARDED_BY(mu_);
   int64_t last_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ops_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_snapshot_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> last_now_ms_for_read_{0};
 
   // Set by a failed journal write; cleared by RepairJournal().
