@@ -108,7 +108,6 @@ std::vector<float> RopeInvFreq(const ModelConfig& c) {
   if (c.rope.type != RopeType::kLlama3) return inv_freq;
   const float factor = static_cast<float>(c.rope.factor);
   const float low = static_cast<float>(c.rope.low_freq_factor);
-  const float high = static_cast<float>(c.rope.high_freq_factor);
   const double old_ctx =
       static_cast<double>(c.rope.original_max_position_embeddings);
   const float low_freq_wavelen =
@@ -119,7 +118,6 @@ std::vector<float> RopeInvFreq(const ModelConfig& c) {
   const float old_ctx_f = static_cast<float>(old_ctx);
   const float high_minus_low =
       static_cast<float>(c.rope.high_freq_factor - c.rope.low_freq_factor);
-  (void)high;
   for (int32_t i = 0; i < half; ++i) {
     const float f = inv_freq[i];
     const float wavelen = two_pi / f;

