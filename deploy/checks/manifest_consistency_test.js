@@ -578,6 +578,27 @@ function checkPolicyAndMonitoring(overlay, objs) {
   for (const w of workloads) {
     check(objs.some((o) => o.kind === 'PodDisruptionBudget' && selects(o.spec.selector, w)), `${overlay}: ${w.metadata.name} has no PodDisruptionBudget`);
   }
+  // NetworkPolicies: each selects one workload; every allowed peer selects
+  // one workload; allowed ports are container ports of the selected pods.
+  for (const np of objs.filter((o) => o.kind === 'NetworkPolicy')) {
+    const hits = workloads.filter((w) => selects(np.spec.podSelector, w));
+    check(hits.length === 1, `${overlay}: NetworkPolicy ${np.metadata.name} selects ${hits.length} workloads`);
+    for (const rule of np.spec.ingress || []) {
+      for (const peer of rule.from || []) {
+        const peers = workloads.filter((w) => selects(peer.podSelector, w));
+        check(peers.length === 1, `${overlay}: NetworkPolicy ${np.metadata.name} admits ${peers.length} workloads`);
+      }
+      for (const p of rule.ports || []) {
+        check(hits.length === 1 && hits[0].spec.template.spec.containers.some((c) => resolvePort(c, p.port) !== undefined &&
+          (c.ports || []).some((cp) => cp.containerPort === resolvePort(c, p.port))),
+        `${overlay}: NetworkPolicy ${np.metadata.name} port ${p.port} is no container port of its pods`);
+      }
+    }
+  }
+  // Redis: the cache service can reach it.
+  const redisPolicy = objs.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'radixkv-redis');
+  check(redisPolicy && redisPolicy.spec.ingress.some((r) => r.from.some((p) => p.podSelector.matchLabels['app.kubernetes.io/name'] === 'radixkv-cache-service')),
+    `${overlay}: the Redis NetworkPolicy must admit the cache service`);
 
   // ServiceMonitor: the Services it selects are exactly one per radixkv
   // process, each with a `metrics` port and the label that becomes the job.
