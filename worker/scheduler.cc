@@ -953,6 +953,7 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
 
   int64_t decode_tokens = 0;
   std::vector<std::pair<Sequence*, v1::FinishReason>> finished;
+  std::vector<std::pair<Sequence*, GenerateEvent>> events;
   std::vector<Sequence*> failed;
   const absl::Time now = absl::Now();
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -1036,9 +1037,23 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
       event.finish_reason = reason;
       finished.emplace_back(&seq, reason);
     }
-    seq.stream->Push(std::move(event));
+    events.emplace_back(&seq, std::move(event));
   }
   for (Sequence* seq : failed) RemoveRunning(seq);
+  // Counters first, so that a client reading GetStats right after its last
+  // token sees this step.
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.steps;
+    stats_.prefill_tokens_computed += prefill_tokens;
+    stats_.decode_tokens += decode_tokens;
+    stats_.requests_finished += static_cast<int64_t>(finished.size());
+    for (const auto& [seq, reason] : finished) {
+      in_flight_.erase(seq->request_id);
+    }
+  }
+  for (auto& [seq, event] : events) seq->stream->Push(std::move(event));
+  // Then the commits (the RPCs stay off the streaming path).
   for (auto& [seq, reason] : finished) Finish(seq, reason);
 
   const double step_seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -1046,10 +1061,6 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     metrics_->ObserveStep(step_seconds, static_cast<int32_t>(entries.size()),
                           prefill_tokens, decode_tokens);
   }
-  absl::MutexLock lock(&mu_);
-  ++stats_.steps;
-  stats_.prefill_tokens_computed += prefill_tokens;
-  stats_.decode_tokens += decode_tokens;
   return true;
 }
 
@@ -1058,11 +1069,6 @@ void Scheduler::Finish(Sequence* seq, v1::FinishReason reason) {
   // out of the prefix cache).
   EndLease(seq, /*commit=*/!seq->disable_prefix_cache);
   if (metrics_ != nullptr) metrics_->AddRequestFinished(OutcomeName(reason));
-  {
-    absl::MutexLock lock(&mu_);
-    in_flight_.erase(seq->request_id);
-    ++stats_.requests_finished;
-  }
   RemoveRunning(seq);
 }
 

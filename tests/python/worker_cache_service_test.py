@@ -277,6 +277,7 @@ class WorkerWithCacheServiceTest(unittest.TestCase):
         self.assertLess(len(stopped_ids), len(by_text))
 
     def test_3_bad_input_is_invalid_argument_without_leases(self):
+        self.assertEqual(self.wait_no_leases(), 0)  # Earlier tests' commits.
         acquires_before = self.cache_worker_stats().prefix_query_tokens
         cases = {
             "empty prompt": dict(ids=[]),
@@ -297,7 +298,7 @@ class WorkerWithCacheServiceTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as err:
             list(self.stub.Generate(request, timeout=30))
         self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
-        self.assertEqual(self.cache_worker_stats().active_leases, 0)
+        self.assertEqual(self.wait_no_leases(), 0)
         self.assertEqual(self.cache_worker_stats().prefix_query_tokens,
                          acquires_before)
 
