@@ -40,6 +40,9 @@ ABSL_FLAG(int32_t, miss_affinity_tokens, 32,
 ABSL_FLAG(int64_t, miss_affinity_slack_tokens, 64,
           "cache_aware: ... unless that worker's load exceeds the least "
           "loaded one's by more than this many tokens.");
+ABSL_FLAG(int64_t, finished_affinity_grace_ms, 2000,
+          "cache_aware: a finished request's prompt keeps attracting "
+          "requests sharing it on its worker for this long, ms.");
 ABSL_FLAG(int64_t, approx_tree_capacity_tokens, 1 << 20,
           "approx_tree: tokens remembered per worker.");
 ABSL_FLAG(int, max_attempts, 3,
@@ -136,6 +139,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_miss_affinity_tokens);
   options.cache_aware.miss_affinity_slack_tokens =
       absl::GetFlag(FLAGS_miss_affinity_slack_tokens);
+  options.cache_aware.finished_affinity_grace =
+      absl::Milliseconds(absl::GetFlag(FLAGS_finished_affinity_grace_ms));
   options.approx_tree_capacity_tokens =
       absl::GetFlag(FLAGS_approx_tree_capacity_tokens);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);

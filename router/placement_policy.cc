@@ -58,9 +58,11 @@ class CacheAwarePolicy : public PlacementPolicy {
     uint64_t rotation;
     {
       absl::MutexLock lock(&mu_);
+      const absl::Time now = absl::Now();
       for (const WorkerCandidate& c : input.candidates) {
-        hits.push_back(std::max(
-            c.matched_tokens, InFlightHit(c.worker_id, c.epoch, input.tokens)));
+        hits.push_back(
+            std::max(c.matched_tokens,
+                     RecentHit(c.worker_id, c.epoch, input.tokens, now)));
       }
       rotation = rotation_++;
     }
@@ -70,58 +72,72 @@ class CacheAwarePolicy : public PlacementPolicy {
   void OnDispatched(const std::string& worker_id, int64_t epoch,
                     absl::Span<const int32_t> tokens) override {
     absl::MutexLock lock(&mu_);
-    InFlight& f = in_flight_[worker_id];
-    if (f.epoch != epoch) {
-      f.epoch = epoch;
-      f.prompts.clear();
+    Recent& r = recent_[worker_id];
+    if (r.epoch != epoch) {
+      r.epoch = epoch;
+      r.prompts.clear();
     }
-    f.prompts.emplace_back(tokens.begin(), tokens.end());
+    r.prompts.push_front({std::vector<int32_t>(tokens.begin(), tokens.end()),
+                          absl::InfiniteFuture()});
   }
 
   void OnFinished(const std::string& worker_id, int64_t epoch,
                   absl::Span<const int32_t> tokens) override {
     absl::MutexLock lock(&mu_);
-    auto it = in_flight_.find(worker_id);
-    if (it == in_flight_.end() || it->second.epoch != epoch) return;
-    auto& prompts = it->second.prompts;
-    for (auto p = prompts.begin(); p != prompts.end(); ++p) {
-      if (p->size() == tokens.size() &&
-          std::equal(p->begin(), p->end(), tokens.begin())) {
-        prompts.erase(p);
+    auto it = recent_.find(worker_id);
+    if (it == recent_.end() || it->second.epoch != epoch) return;
+    for (Prompt& p : it->second.prompts) {
+      if (p.expires == absl::InfiniteFuture() &&
+          p.tokens.size() == tokens.size() &&
+          std::equal(p.tokens.begin(), p.tokens.end(), tokens.begin())) {
+        p.expires = absl::Now() + options_.finished_affinity_grace;
         return;
       }
     }
   }
 
  private:
-  struct InFlight {
+  struct Prompt {
+    std::vector<int32_t> tokens;
+    // InfiniteFuture while in flight; then the end of the grace period.
+    absl::Time expires;
+  };
+  struct Recent {
     int64_t epoch = 0;
-    std::list<std::vector<int32_t>> prompts;
+    std::list<Prompt> prompts;  // newest first
   };
 
   // Longest common prefix of `tokens` with a prompt in flight on the worker
-  // (at most kMaxScanned prompts are compared).
-  int64_t InFlightHit(const std::string& worker_id, int64_t epoch,
-                      absl::Span<const int32_t> tokens)
+  // or finished there within the grace period (at most kMaxScanned prompts
+  // are compared; expired ones are dropped).
+  int64_t RecentHit(const std::string& worker_id, int64_t epoch,
+                    absl::Span<const int32_t> tokens, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     constexpr int kMaxScanned = 256;
-    auto it = in_flight_.find(worker_id);
-    if (it == in_flight_.end() || it->second.epoch != epoch) return 0;
+    auto it = recent_.find(worker_id);
+    if (it == recent_.end() || it->second.epoch != epoch) return 0;
+    auto& prompts = it->second.prompts;
     int64_t best = 0;
     int scanned = 0;
-    for (const std::vector<int32_t>& p : it->second.prompts) {
-      if (++scanned > kMaxScanned) break;
-      const size_t n = std::min(p.size(), tokens.size());
-      size_t k = 0;
-      while (k < n && p[k] == tokens[k]) ++k;
-      best = std::max<int64_t>(best, static_cast<int64_t>(k));
+    for (auto p = prompts.begin(); p != prompts.end();) {
+      if (p->expires < now) {
+        p = prompts.erase(p);
+        continue;
+      }
+      if (++scanned <= kMaxScanned) {
+        const size_t n = std::min(p->tokens.size(), tokens.size());
+        size_t k = 0;
+        while (k < n && p->tokens[k] == tokens[k]) ++k;
+        best = std::max<int64_t>(best, static_cast<int64_t>(k));
+      }
+      ++p;
     }
     return best;
   }
 
   const CacheAwareOptions options_;
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Recent> recent_ ABSL_GUARDED_BY(mu_);
   uint64_t rotation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

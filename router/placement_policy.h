@@ -8,10 +8,12 @@
 //                load-imbalance guard. The hit is the exact residency of the
 //                global radix tree (design brief, "one request" 2), or, when
 //                longer, the common prefix with a prompt this router has in
-//                flight on that worker (in-flight affinity: a prefix being
-//                computed there is committed when that request finishes, so
-//                requests of one group or conversation keep landing where
-//                their prefix is or will be).
+//                flight on that worker or that finished there within
+//                `finished_affinity_grace` (in-flight affinity: a prefix
+//                being computed there is committed when that request
+//                finishes, possibly just after its last chunk reached the
+//                client, so requests of one group or conversation keep
+//                landing where their prefix is or will be).
 //   round_robin  ignores residency and load.
 //   least_load   the worker with the fewest outstanding tokens.
 //   approx_tree  the cache_aware scoring, but with hit lengths from a
@@ -32,6 +34,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "router/approx_prefix_tree.h"
 
@@ -112,6 +116,9 @@ struct CacheAwareOptions {
   double balance_rel_ratio = 2.0;
   int32_t miss_affinity_tokens = 32;
   int64_t miss_affinity_slack_tokens = 64;
+  // cache_aware: how long a finished request's prompt still attracts
+  // requests sharing it (covers the Commit that follows the last chunk).
+  absl::Duration finished_affinity_grace = absl::Seconds(2);
 };
 
 // Thread-safe: Choose and OnDispatched may be called from any thread.

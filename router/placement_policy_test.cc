@@ -200,7 +200,9 @@ TEST(PlacementPolicyTest, ApproxTreeLearnsOnlyFromWhatItRouted) {
 }
 
 TEST(PlacementPolicyTest, CacheAwareFollowsPrefixesInFlightUntilFinished) {
-  auto policy = Make("cache_aware");
+  CacheAwareOptions options;
+  options.finished_affinity_grace = absl::Milliseconds(50);
+  auto policy = Make("cache_aware", options);
   std::vector<int32_t> first = Prompt(60);
   std::vector<int32_t> second = Prompt(60);
   second[50] = 999;  // shares 50 tokens with `first`
@@ -217,8 +219,12 @@ TEST(PlacementPolicyTest, CacheAwareFollowsPrefixesInFlightUntilFinished) {
   d = policy->Choose(in);
   EXPECT_EQ(d->index, 0);
   EXPECT_EQ(d->predicted_hit_tokens, 55);
-  // Finished (committed or failed): only Match speaks for it now.
+  // Finished: it still attracts during the grace period (the worker's
+  // Commit may land just after the last chunk), then only Match speaks.
   policy->OnFinished("b", 1, first);
+  in.candidates = {Worker("a", 0, 0), Worker("b", 0, 0)};
+  EXPECT_EQ(policy->Choose(in)->predicted_hit_tokens, 50);
+  absl::SleepFor(absl::Milliseconds(60));
   in.candidates = {Worker("a", 0, 0), Worker("b", 0, 0)};
   EXPECT_EQ(policy->Choose(in)->predicted_hit_tokens, 0);
   // A restarted worker (new epoch) has nothing in flight.
