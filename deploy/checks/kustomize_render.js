@@ -15,7 +15,8 @@
 //   images      name -> newName / newTag / digest on containers and
 //               initContainers of pod templates
 //
-// CLI: node kustomize_render.js DIR  -> the rendered YAML stream on stdout.
+// CLI: node kustomize_render.js DIR  -> the rendered YAML stream on stdout;
+//      node kustomize_render.js DIR Kind/name /json/pointer -> one value.
 'use strict';
 
 const fs = require('fs');
@@ -184,6 +185,17 @@ function render(dir) {
 module.exports = { render, loadYamlStream, applyJson6902, podContainers };
 
 if (require.main === module) {
+  // node kustomize_render.js DIR [Kind/name /json/pointer]: the rendered
+  // stream, or one value of one object.
   const objs = render(process.argv[2]);
-  process.stdout.write(objs.map((o) => YAML.stringify(o)).join('---\n'));
+  if (process.argv[3]) {
+    const [kind, name] = process.argv[3].split('/');
+    const obj = objs.find((o) => o.kind === kind && o.metadata.name === name);
+    if (!obj) throw new Error(`no ${process.argv[3]} in ${process.argv[2]}`);
+    const value = pointerTokens(process.argv[4] || '').reduce((v, t) => (v === undefined ? v : v[t]), obj);
+    if (value === undefined) throw new Error(`${process.argv[3]} has no ${process.argv[4]}`);
+    console.log(typeof value === 'object' ? JSON.stringify(value) : value);
+  } else {
+    process.stdout.write(objs.map((o) => YAML.stringify(o)).join('---\n'));
+  }
 }

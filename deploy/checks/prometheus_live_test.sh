@@ -182,10 +182,13 @@ echo "== dashboard queries against Prometheus"
 "$node_check" prometheus_live_check.js "http://127.0.0.1:$prom_port" "$w0" "$w1"
 
 echo "== graceful termination of $w1 (what the kubelet does: SIGTERM, SIGKILL after the grace period)"
-# The StatefulSet gives a CPU worker terminationGracePeriodSeconds: 60.
+# The grace period of the cpu-demo worker StatefulSet.
+grace=$(RADIXKV_DEPLOY_DIR="${root}/deploy" "$node_check" kustomize_render.js "${root}/deploy/k8s/overlays/cpu-demo" \
+  StatefulSet/radixkv-worker /spec/template/spec/terminationGracePeriodSeconds)
+[[ "$grace" =~ ^[0-9]+$ ]] || { echo "FAIL: cannot read the worker's grace period: $grace"; exit 1; }
 worker1_pid=${pids[3]}
 kill -TERM "$worker1_pid"
-deadline=$((SECONDS + 60))
+deadline=$((SECONDS + grace))
 while kill -0 "$worker1_pid" 2>/dev/null; do
   ((SECONDS < deadline)) || { echo "FAIL: $w1 still running when the grace period ends"; exit 1; }
   sleep 0.2
@@ -200,5 +203,5 @@ while curl -sf "http://127.0.0.1:$cache_metrics/metrics" | grep -q "radixkv_cach
   ((SECONDS < deadline)) || { echo "FAIL: the cache service still exports $w1 after it deregistered"; exit 1; }
   sleep 0.2
 done
-echo "$w1: exit 0 on SIGTERM, $(grep -o 'deregistered from the cache service.*' "$work/worker1.log"), gone from the cache service"
+echo "$w1: exit 0 on SIGTERM within the ${grace} s grace period, $(grep -o 'deregistered from the cache service.*' "$work/worker1.log"), gone from the cache service"
 echo "prometheus live test ok"
