@@ -83,7 +83,7 @@ std::unique_ptr<grpc::Server> Serve(grpc::Service* s, int* port) {
 
 void PrintRow(const char* name, std::vector<double> ms) {
   Percentiles p = ComputePercentiles(std::move(ms));
-  std::printf("| %-52s | %6.3f | %6.3f | %6.3f |\n", name, p.p50, p.p90, p.p99);
+  std::printf("| %-56s | %6.3f | %6.3f | %6.3f |\n", name, p.p50, p.p90, p.p99);
 }
 
 }  // namespace
@@ -191,9 +191,9 @@ int main(int argc, char** argv) {
       "router overhead on loopback: %d cached prefixes x %d tokens over 2 "
       "workers, prompts = prefix + %d fresh tokens, %d requests per row\n\n",
       num_prefixes, prefix_tokens, suffix_tokens, requests);
-  std::printf("| %-52s | p50 ms | p90 ms | p99 ms |\n", "measurement");
+  std::printf("| %-56s | p50 ms | p90 ms | p99 ms |\n", "measurement");
   std::printf("| %s | ------ | ------ | ------ |\n",
-              std::string(52, '-').c_str());
+              std::string(56, '-').c_str());
 
   auto prompt_for = [&](std::mt19937& r) {
     std::vector<int32_t> p = prefixes[r() % prefixes.size()];
