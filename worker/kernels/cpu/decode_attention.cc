@@ -43,7 +43,9 @@ void Validate(const KvPool& pool, const DecodeAttentionArgs& a) {
     Fail("num_q_heads not a positive multiple of num_kv_heads");
   }
   if (a.partition_size < 0) Fail("partition_size < 0");
-  if (a.q == nullptr || a.out == nullptr) Fail("q or out is null");
+  if (a.kv_indptr.size() > 1 && (a.q == nullptr || a.out == nullptr)) {
+    Fail("q or out is null");
+  }
 }
 
 // Attends the G query heads of kv head `kv_head` of sequence b to the context

@@ -97,8 +97,9 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
   ParallelFor(threads, static_cast<int64_t>(tasks.size()), [&](int64_t ti) {
     const Task& task = tasks[ti];
     const int32_t mb = task.q_end - task.q_begin;
-    const int32_t rows =
-        mb * group;  // row r = token (r / group), head r % group
+    // Row r is query token q_begin + r / group, head kv_head * group + r %
+    // group.
+    const int32_t rows = mb * group;
     const int64_t qo_start = a.qo_indptr[task.seq];
     const int64_t lp = a.kv_indptr[task.seq + 1] - a.kv_indptr[task.seq];
     const cpu_attention::TaskBuffers buf =
