@@ -689,9 +689,15 @@ void Scheduler::Admit(int32_t* prefill_budget) {
          *prefill_budget > 0) {
     Sequence* seq = waiting_.front().get();
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
-    // Reserve only what the request can still use.
-    const int64_t reserve = std::clamp<int64_t>(seq->max_slots_needed() - len,
-                                                0, options_.reserve_tokens);
+    // Decode room: like Grow, 2 x the batch it joins, so that sequences
+    // admitted together run out at staggered steps and the one Grow per
+    // step keeps up; never more than the request can still use.
+    const int64_t room = std::min<int64_t>(
+        65536,
+        std::max<int64_t>(options_.reserve_tokens,
+                          2 * (static_cast<int64_t>(running_.size()) + 1)));
+    const int64_t reserve =
+        std::clamp<int64_t>(seq->max_slots_needed() - len, 0, room);
     v1::AcquireRequest request;
     request.set_worker_id(options_.worker_id);
     request.set_epoch(epoch);
@@ -775,6 +781,15 @@ bool Scheduler::GrowOne() {
   // Urgent: a generating sequence without a slot for its next token.
   // Otherwise: the generating sequence with the least headroom, if below
   // the low watermark (grow ahead so that most steps need no RPC).
+  // One Grow per step must keep up with every generating sequence taking one
+  // slot per step: grow by at least 2x their number (and start growing at
+  // half that headroom), so that in steady state no sequence waits.
+  int64_t generating = 0;
+  for (const auto& seq : running_) generating += seq->in_prefill() ? 0 : 1;
+  const int64_t chunk = std::min<int64_t>(
+      65536, std::max<int64_t>(options_.grow_tokens, 2 * generating));
+  const int64_t watermark =
+      std::max<int64_t>(options_.grow_low_watermark, chunk / 2);
   Sequence* target = nullptr;
   bool urgent = false;
   int64_t best_headroom = 0;
@@ -788,17 +803,16 @@ bool Scheduler::GrowOne() {
         target = seq.get();
         urgent = true;
       }
-    } else if (!urgent && headroom < options_.grow_low_watermark &&
+    } else if (!urgent && headroom < watermark &&
                (target == nullptr || headroom < best_headroom)) {
       target = seq.get();
       best_headroom = headroom;
     }
   }
   if (target == nullptr) return false;
-  const int64_t want =
-      std::min<int64_t>(options_.grow_tokens,
-                        target->max_slots_needed() -
-                            static_cast<int64_t>(target->kv_indices.size()));
+  const int64_t want = std::min<int64_t>(
+      chunk, target->max_slots_needed() -
+                 static_cast<int64_t>(target->kv_indices.size()));
   v1::GrowRequest request;
   request.set_lease_id(target->lease_id);
   request.set_num_tokens(static_cast<int32_t>(want));
@@ -892,6 +906,7 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     bool prefill;
   };
   std::vector<Entry> entries;
+  int64_t stalled = 0;
   for (const auto& seq : running_) {
     const int64_t remaining =
         static_cast<int64_t>(seq->tokens.size()) - seq->num_computed;
@@ -901,10 +916,15 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     if (chunk <= 0) continue;
     if (static_cast<int64_t>(seq->kv_indices.size()) <
         seq->num_computed + chunk) {
-      continue;  // Waits for a Grow.
+      ++stalled;  // Waits for a Grow.
+      continue;
     }
     if (prefill) prefill_budget -= static_cast<int32_t>(chunk);
     entries.push_back({seq.get(), static_cast<int32_t>(chunk), prefill});
+  }
+  if (stalled > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.stalled_sequence_steps += stalled;
   }
   if (entries.empty()) return false;
 

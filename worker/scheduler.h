@@ -67,11 +67,13 @@ struct SchedulerOptions {
   // Per-step budget of prefill tokens (chunked prefill). Decode tokens of
   // generating sequences do not count against it.
   int32_t max_prefill_tokens = 512;
-  // Slots reserved beyond the prompt at Acquire (first decode steps).
-  // -1 = grow_tokens.
+  // Slots reserved beyond the prompt at Acquire (first decode steps), at
+  // least; 2 x (running sequences + 1) when that is larger. -1 =
+  // grow_tokens.
   int32_t reserve_tokens = -1;
-  // Slots requested per Grow (rounded up to pages by the service).
-  // 0 = max(page_size, 32).
+  // Slots requested per Grow (rounded up to pages by the service), at
+  // least; grows are 2 x (generating sequences) when that is larger, so
+  // that one Grow per step keeps up with the batch. 0 = max(page_size, 32).
   int32_t grow_tokens = 0;
   // A running sequence with fewer free slots than this is grown ahead of
   // need when no sequence needs a Grow urgently. 0 = grow_tokens / 2.
@@ -135,6 +137,9 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t grow_rpcs = 0;
+  // Generating sequences left out of a step because their lease had no slot
+  // for the next token yet (waiting for a Grow), summed over steps.
+  int64_t stalled_sequence_steps = 0;
 };
 
 class Scheduler {
