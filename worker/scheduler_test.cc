@@ -264,15 +264,14 @@ TEST_F(SchedulerTest, OneGrowPerStepKeepsUpWithALargeBatch) {
     EXPECT_EQ(r.tokens, executor_->Generate(prompts[i], 150));
   }
   SchedulerStats stats = scheduler_->Stats();
-  // 48 x 149 decode sequence-steps. With fixed 4-slot grows a step could
-  // serve one of the 12 grows it needs; growing by 2 x 48 leaves only the
-  // start-up transient (everyone's reserve runs out together).
+  // With fixed 4-slot grows the batch would need 12 Grows per step and get
+  // one; reserves and grows of 2 x the batch stagger the boundaries so that
+  // no sequence ever waits.
   std::cout << "48 sequences x 150 tokens: " << stats.steps << " steps, "
             << stats.grow_rpcs << " Grow RPCs, " << stats.stalled_sequence_steps
             << " stalled sequence-steps\n";
   EXPECT_EQ(stats.decode_tokens, 48 * 150);
-  EXPECT_LT(stats.stalled_sequence_steps, 48 * 149 / 20)
-      << "grow RPCs: " << stats.grow_rpcs;
+  EXPECT_EQ(stats.stalled_sequence_steps, 0);
   EXPECT_LE(stats.grow_rpcs, stats.steps);
 }
 
