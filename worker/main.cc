@@ -9,6 +9,7 @@
 // cache service, never by a hidden embedded substitute.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <memory>
@@ -30,6 +31,9 @@
 #include "worker/scheduler.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
+#if defined(RADIXKV_WITH_GPU_BACKEND)
+#include "worker/gpu/gpu_model_executor.h"
+#endif
 
 ABSL_FLAG(int, grpc_port, 50061, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9102, "Prometheus /metrics port; 0 = disabled.");
@@ -49,7 +53,15 @@ ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
 ABSL_FLAG(std::string, model_name, "",
           "Model name clients and the cache service use; empty = the "
           "basename of --model_dir.");
-ABSL_FLAG(std::string, device, "cpu", "Compute device: cpu.");
+ABSL_FLAG(std::string, device, "cpu",
+          "Compute device: cpu (gpu in //worker/gpu:worker_gpu).");
+#if defined(RADIXKV_WITH_GPU_BACKEND)
+ABSL_FLAG(double, gpu_memory_fraction, 0.85,
+          "--device=gpu: KV pool = this fraction of the device memory free "
+          "after weights and workspace (unless --kv_capacity_tokens or "
+          "--kv_memory_bytes). --kv_dtype is the GPU compute dtype too.");
+ABSL_FLAG(bool, gpu_graphs, true, "--device=gpu: decode steps as CUDA graphs.");
+#endif
 ABSL_FLAG(int, page_size, 16,
           "KV tokens per page: one of 1, 8, 16, 32, 64, 128.");
 ABSL_FLAG(int64_t, kv_capacity_tokens, 0,
@@ -142,12 +154,21 @@ absl::Status ValidateFlags() {
   if (absl::GetFlag(FLAGS_model_dir).empty()) {
     return absl::InvalidArgumentError("--model_dir must not be empty");
   }
+#if defined(RADIXKV_WITH_GPU_BACKEND)
+  if (absl::GetFlag(FLAGS_device) != "cpu" &&
+      absl::GetFlag(FLAGS_device) != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device must be cpu or gpu, got '", absl::GetFlag(FLAGS_device),
+        "'"));
+  }
+#else
   if (absl::GetFlag(FLAGS_device) != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("--device must be cpu (this build has no GPU backend), "
                      "got '",
                      absl::GetFlag(FLAGS_device), "'"));
   }
+#endif
   const int page_size = absl::GetFlag(FLAGS_page_size);
   if (page_size != 1 && page_size != 8 && page_size != 16 && page_size != 32 &&
       page_size != 64 && page_size != 128) {
@@ -267,7 +288,30 @@ int main(int argc, char** argv) {
   executor_options.num_threads = absl::GetFlag(FLAGS_threads);
   executor_options.decode_partition_size =
       absl::GetFlag(FLAGS_decode_partition_size);
-  auto executor = worker::CpuModelExecutor::Create(executor_options);
+  absl::StatusOr<std::unique_ptr<worker::ModelExecutor>> executor;
+#if defined(RADIXKV_WITH_GPU_BACKEND)
+  if (absl::GetFlag(FLAGS_device) == "gpu") {
+    worker::GpuModelExecutorOptions gpu_options;
+    gpu_options.model_dir = model_dir;
+    gpu_options.dtype = executor_options.kv_dtype;
+    gpu_options.page_size = executor_options.page_size;
+    gpu_options.kv_layout = executor_options.kv_layout;
+    gpu_options.kv_capacity_slots = executor_options.kv_capacity_slots;
+    gpu_options.kv_budget_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+    gpu_options.memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
+    gpu_options.max_batch_size = absl::GetFlag(FLAGS_max_running_requests);
+    gpu_options.max_tokens_per_step =
+        std::max(2048, absl::GetFlag(FLAGS_max_prefill_tokens) +
+                           absl::GetFlag(FLAGS_max_running_requests));
+    gpu_options.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
+    if (absl::GetFlag(FLAGS_decode_partition_size) > 0) {
+      gpu_options.decode_partition_size =
+          absl::GetFlag(FLAGS_decode_partition_size);
+    }
+    executor = worker::GpuModelExecutor::Create(gpu_options);
+  } else
+#endif
+  executor = worker::CpuModelExecutor::Create(executor_options);
   if (!executor.ok()) {
     spdlog::critical("cannot load the model from {}: {}", model_dir,
                      executor.status().ToString());

@@ -1,0 +1,105 @@
+// CPU-only checks of the GPU backend (CI has no GPU): ForwardBatch
+// validation rules, Create() without a device, and the random checkpoint
+// writer read back through the checkpoint reader.
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/gpu/gpu_model_executor.h"
+#include "worker/model/model_config.h"
+#include "worker/model/safetensors_reader.h"
+
+namespace radixkv::worker {
+namespace {
+
+ForwardBatch Decode2() {
+  ForwardBatch b;
+  b.is_decode = true;
+  b.input_ids = {5, 6};
+  b.positions = {2, 1};
+  b.qo_indptr = {0, 1, 2};
+  b.kv_indices = {0, 1, 2, 16, 17};
+  b.kv_indptr = {0, 3, 5};
+  b.out_cache_loc = {2, 17};
+  return b;
+}
+
+TEST(ValidateForwardBatch, AcceptsConsistentDecode) {
+  EXPECT_TRUE(ValidateForwardBatch(Decode2(), 100, 64, 16).ok());
+}
+
+TEST(ValidateForwardBatch, RejectsEachViolation) {
+  struct Case {
+    const char* what;
+    void (*edit)(ForwardBatch&);
+  };
+  const Case cases[] = {
+      {"token id", [](ForwardBatch& b) { b.input_ids[1] = 100; }},
+      {"slot", [](ForwardBatch& b) { b.kv_indices[0] = 64; }},
+      {"out_cache_loc", [](ForwardBatch& b) { b.out_cache_loc[0] = -1; }},
+      {"last slot", [](ForwardBatch& b) { b.kv_indices[4] = 18; }},
+      {"kv_indptr", [](ForwardBatch& b) { b.kv_indptr[2] = 4; }},
+      {"lengths", [](ForwardBatch& b) { b.positions.pop_back(); }},
+      {"copy op",
+       [](ForwardBatch& b) {
+         b.copy_ops.push_back({0, 4, 1});
+       }},
+      {"copy tokens",
+       [](ForwardBatch& b) {
+         b.copy_ops.push_back({0, 1, 17});
+       }},
+      {"position", [](ForwardBatch& b) { b.positions[0] = -3; }},
+  };
+  for (const Case& c : cases) {
+    ForwardBatch b = Decode2();
+    c.edit(b);
+    absl::Status s = ValidateForwardBatch(b, 100, 64, 16);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << c.what << ": " << s;
+  }
+}
+
+TEST(RandomCheckpoint, WriterOutputLoads) {
+  const std::string out = absl::StrCat(std::getenv("TEST_TMPDIR"), "/ckpt");
+  const std::string cmd = absl::StrCat(
+      "worker/gpu/make_random_checkpoint --out=", out,
+      " --layers=2 --hidden=64 --heads=4 --kv_heads=2 --head_dim=16"
+      " --intermediate=96 --vocab=50 --dtype=bf16 > /dev/null");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  absl::StatusOr<ModelConfig> c = LoadModelConfig(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_hidden_layers, 2);
+  EXPECT_EQ(c->num_key_value_heads, 2);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->vocab_size, 50);
+  auto r = SafetensorsReader::Open(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto q =
+      (*r)->ReadFloat32("model.layers.1.self_attn.q_proj.weight", {64, 64});
+  ASSERT_TRUE(q.ok()) << q.status();
+  double sum_sq = 0;
+  for (float v : *q) sum_sq += double(v) * v;
+  const double std_dev = std::sqrt(sum_sq / q->size());
+  EXPECT_NEAR(std_dev, 0.02, 0.004);  // --init_std default
+  auto norm = (*r)->ReadFloat32("model.norm.weight", {64});
+  ASSERT_TRUE(norm.ok());
+  for (float v : *norm) {
+    EXPECT_GE(v, 0.9f);
+    EXPECT_LE(v, 1.1f);
+  }
+}
+
+TEST(GpuModelExecutor, CreateFailsCleanlyWithoutDeviceOrCheckpoint) {
+  GpuModelExecutorOptions o;
+  o.model_dir = "/nonexistent";
+  auto e = GpuModelExecutor::Create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kNotFound) << e.status();
+  o.page_size = 24;
+  EXPECT_EQ(GpuModelExecutor::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace radixkv::worker

@@ -1,0 +1,274 @@
+// GPU backend benchmark (issue 8 "Performance"): on a random-weight
+// checkpoint (make_random_checkpoint; default shape 16 layers, hidden 2048,
+// 32 heads, 8 KV heads, head_dim 64, vocab 32000, bf16):
+//   - decode throughput (output tokens/s, greedy sampling on the device,
+//     graphs on) at the given batch sizes with --context-token contexts, and
+//     the same step eagerly (graphs off);
+//   - step breakdown: attention-only and GEMM-only replays of the step's
+//     kernels (device events) as fractions of the graph step, launch
+//     overhead = eager step - graph step;
+//   - roofline floor of the step: (weight bytes + KV bytes read) / copy
+//     bandwidth vs GEMM FLOPs / peak (H200 ceilings measured in
+//     shared/notes/toolchain.md: 4.2 TB/s copy, ~700 TFLOP/s bf16 GEMM);
+//   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
+//     cached prefix;
+//   - optionally the CPU backend (fp32) for scale.
+// Prints a table; every number is a median of repeated runs after warm-up.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "worker/gpu/gpu_model_executor.h"
+#include "worker/model/llama_model.h"
+
+ABSL_FLAG(std::string, model_dir, "", "Checkpoint (make_random_checkpoint).");
+ABSL_FLAG(std::string, batches, "1,16,64,256", "Decode batch sizes.");
+ABSL_FLAG(int, context, 1024, "Context tokens of each decoding sequence.");
+ABSL_FLAG(int, decode_steps, 32, "Timed decode steps per batch size.");
+ABSL_FLAG(int, ttft_prompt, 4096, "TTFT prompt tokens.");
+ABSL_FLAG(int, ttft_prefix, 3584, "TTFT cached prefix tokens.");
+ABSL_FLAG(bool, cpu, true, "Also time the CPU backend (B=1 decode, prefill).");
+ABSL_FLAG(int, cpu_threads, 16, "CPU backend threads.");
+ABSL_FLAG(double, copy_gbps, 4200, "Copy bandwidth ceiling (GB/s).");
+ABSL_FLAG(double, gemm_tflops, 700, "bf16 GEMM ceiling (TFLOP/s).");
+
+namespace radixkv::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+int32_t Token(int64_t i, int32_t vocab) {
+  return static_cast<int32_t>(3 + (i * 2654435761ll) % (vocab - 3));
+}
+
+// Prefills sequences [0, n) with `context` tokens each at slots
+// seq * stride + [0, context), up to `chunk` tokens per step.
+void PrefillContexts(ModelExecutor& e, int n, int context, int64_t stride,
+                     int chunk) {
+  const int32_t V = e.config().vocab_size;
+  int seq = 0;
+  while (seq < n) {
+    ForwardBatch b;
+    b.qo_indptr = {0};
+    b.kv_indptr = {0};
+    while (seq < n && static_cast<int>(b.input_ids.size()) + context <= chunk) {
+      for (int i = 0; i < context; ++i) {
+        b.input_ids.push_back(Token(seq * 131 + i, V));
+        b.positions.push_back(i);
+        b.out_cache_loc.push_back(seq * stride + i);
+      }
+      b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+      b.kv_indptr.push_back(0);
+      ++seq;
+    }
+    std::vector<float> logits;
+    Check(e.Forward(b, &logits), "prefill");
+  }
+}
+
+// One decode step of sequences [0, B) at context length ctx (+1 new token).
+ForwardBatch DecodeBatch(int B, int ctx, int64_t stride, int32_t vocab,
+                         int step) {
+  ForwardBatch b;
+  b.is_decode = true;
+  b.qo_indptr = {0};
+  b.kv_indptr = {0};
+  for (int s = 0; s < B; ++s) {
+    b.input_ids.push_back(Token(s + step, vocab));
+    b.positions.push_back(ctx);
+    b.out_cache_loc.push_back(s * stride + ctx);
+    for (int i = 0; i <= ctx; ++i) b.kv_indices.push_back(s * stride + i);
+    b.qo_indptr.push_back(s + 1);
+    b.kv_indptr.push_back(static_cast<int32_t>(b.kv_indices.size()));
+  }
+  return b;
+}
+
+int Main() {
+  const std::string dir = absl::GetFlag(FLAGS_model_dir);
+  std::vector<int> batches;
+  for (absl::string_view p :
+       absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
+    int v = 0;
+    if (absl::SimpleAtoi(p, &v) && v > 0) batches.push_back(v);
+  }
+  const int max_b = *std::max_element(batches.begin(), batches.end());
+  const int ctx = absl::GetFlag(FLAGS_context);
+  const int steps = absl::GetFlag(FLAGS_decode_steps);
+  const int ttft_prompt = absl::GetFlag(FLAGS_ttft_prompt);
+  const int ttft_prefix = absl::GetFlag(FLAGS_ttft_prefix);
+
+  GpuModelExecutorOptions o;
+  o.model_dir = dir;
+  o.dtype = DType::kBF16;
+  o.page_size = 16;
+  o.max_tokens_per_step = std::max(8192, ttft_prompt);
+  o.max_batch_size = std::max(256, max_b);
+  o.max_context_len = std::max(2 * ctx, ttft_prompt + 16);
+  auto t0 = Clock::now();
+  auto created = GpuModelExecutor::Create(o);
+  Check(created.status(), "create");
+  GpuModelExecutor& e = **created;
+  const ModelConfig& c = e.config();
+  std::printf(
+      "model %s: %d layers, hidden %d, heads %d/%d, head_dim %d, "
+      "inter %d, vocab %d; weights %.2f GB; load %.1f s; pool %lld "
+      "slots; attention %s\n",
+      dir.c_str(), c.num_hidden_layers, c.hidden_size, c.num_attention_heads,
+      c.num_key_value_heads, c.head_dim, c.intermediate_size, c.vocab_size,
+      e.weight_bytes() / 1e9, Seconds(t0),
+      static_cast<long long>(e.capacity_slots()),
+      e.uses_tensor_core_attention() ? "tensor-core" : "generic");
+
+  // Contexts: sequence s owns slots [s * stride, s * stride + stride).
+  const int64_t stride = (ctx + steps + 64 + 15) / 16 * 16;
+  t0 = Clock::now();
+  PrefillContexts(e, max_b, ctx, stride, o.max_tokens_per_step);
+  std::printf("prefilled %d x %d tokens in %.2f s\n", max_b, ctx, Seconds(t0));
+
+  const double kv_bytes_per_token =
+      2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
+  const double params =
+      static_cast<double>(e.weight_bytes()) / 2;  // bf16 elements
+  struct Row {
+    int b;
+    double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms;
+  };
+  std::vector<Row> rows;
+  for (int B : batches) {
+    std::vector<ForwardBatch> step_batches;
+    for (int s = 0; s < steps; ++s) {
+      step_batches.push_back(DecodeBatch(B, ctx, stride, c.vocab_size, s));
+    }
+    std::vector<GpuSamplingParams> params_b(B);
+    std::vector<int32_t> tokens;
+    auto run = [&](bool graphs) {
+      e.set_use_graphs(graphs);
+      for (int w = 0; w < 3; ++w) {
+        Check(e.ForwardSample(step_batches[0], params_b, &tokens), "warm-up");
+      }
+      std::vector<double> t;
+      for (int s = 0; s < steps; ++s) {
+        auto a = Clock::now();
+        Check(e.ForwardSample(step_batches[s], params_b, &tokens), "decode");
+        t.push_back(Seconds(a));
+      }
+      return Median(t);
+    };
+    const double eager = run(false);
+    const double graph = run(true);
+    if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
+    auto attn = e.TimeAttentionOnly(20);
+    auto gemm = e.TimeGemmsOnly(20);
+    const double bytes = e.weight_bytes() + B * (ctx + 1) * kv_bytes_per_token;
+    const double flops = 2.0 * params * B;
+    const double floor_s =
+        std::max(bytes / (absl::GetFlag(FLAGS_copy_gbps) * 1e9),
+                 flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
+    rows.push_back({B, graph * 1e3, eager * 1e3, B / graph,
+                    attn.ok() ? *attn * 1e3 : -1, gemm.ok() ? *gemm * 1e3 : -1,
+                    floor_s * 1e3});
+  }
+
+  // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached.
+  const int64_t base = int64_t{max_b} * stride + 64;
+  auto prefill = [&](int64_t slot0, int cached, int total) {
+    ForwardBatch b;
+    for (int i = cached; i < total; ++i) {
+      b.input_ids.push_back(Token(777 + i, c.vocab_size));
+      b.positions.push_back(i);
+      b.out_cache_loc.push_back(slot0 + i);
+    }
+    for (int i = 0; i < cached; ++i) b.kv_indices.push_back(slot0 + i);
+    b.qo_indptr = {0, total - cached};
+    b.kv_indptr = {0, cached};
+    std::vector<GpuSamplingParams> p(1);
+    std::vector<int32_t> t;
+    auto a = Clock::now();
+    Check(e.ForwardSample(b, p, &t), "ttft");
+    return Seconds(a);
+  };
+  std::vector<double> cold, warm;
+  for (int r = 0; r < 4; ++r) {
+    cold.push_back(prefill(base, 0, ttft_prompt));
+    warm.push_back(prefill(base, ttft_prefix, ttft_prompt));
+  }
+  cold.erase(cold.begin());
+  warm.erase(warm.begin());
+
+  // CPU backend for scale.
+  double cpu_decode_ms = -1, cpu_prefill_tok_s = -1;
+  if (absl::GetFlag(FLAGS_cpu)) {
+    CpuModelExecutorOptions co;
+    co.model_dir = dir;
+    co.kv_capacity_slots = 4 * stride;
+    co.num_threads = absl::GetFlag(FLAGS_cpu_threads);
+    auto cpu = CpuModelExecutor::Create(co);
+    Check(cpu.status(), "cpu create");
+    auto a = Clock::now();
+    PrefillContexts(**cpu, 1, ctx, stride, ctx);
+    cpu_prefill_tok_s = ctx / Seconds(a);
+    std::vector<double> t;
+    std::vector<float> logits;
+    for (int s = 0; s < 4; ++s) {
+      ForwardBatch b = DecodeBatch(1, ctx, stride, c.vocab_size, s);
+      auto a2 = Clock::now();
+      Check((*cpu)->Forward(b, &logits), "cpu decode");
+      t.push_back(Seconds(a2));
+    }
+    cpu_decode_ms = Median(t) * 1e3;
+  }
+
+  std::printf("\nSUMMARY (bf16, page_size 16, context %d, H200)\n", ctx);
+  std::printf(
+      "| batch | step ms (graph) | step ms (eager) | output tok/s | "
+      "attention ms | GEMMs ms | attn %% | GEMM %% | launch ovh %% | "
+      "roofline floor ms | floor / step |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf(
+        "| %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f | %.0f | %.0f "
+        "| %.3f | %.2f |\n",
+        r.b, r.graph_ms, r.eager_ms, r.tok_s, r.attn_ms, r.gemm_ms,
+        100 * r.attn_ms / r.graph_ms, 100 * r.gemm_ms / r.graph_ms,
+        100 * std::max(0.0, r.eager_ms - r.graph_ms) / r.eager_ms, r.floor_ms,
+        r.floor_ms / r.graph_ms);
+  }
+  std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
+              ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);
+  if (cpu_decode_ms > 0) {
+    std::printf(
+        "CPU backend (fp32, %d threads): B=1 decode step %.1f ms "
+        "(%.2f tok/s), prefill %.0f tok/s\n",
+        absl::GetFlag(FLAGS_cpu_threads), cpu_decode_ms, 1e3 / cpu_decode_ms,
+        cpu_prefill_tok_s);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace radixkv::worker
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return radixkv::worker::Main();
+}

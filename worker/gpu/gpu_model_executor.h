@@ -1,0 +1,192 @@
+// GpuModelExecutor: a LLaMA-family causal LM (LLaMA 2/3, Qwen2) on one GPU,
+// implementing ModelExecutor (worker/model_executor.h) so the scheduler and
+// the services run unchanged; CpuModelExecutor (worker/model/llama_model.h)
+// is the reference it is tested against.
+//
+// Per step (same math as CpuModelExecutor, HF LlamaDecoderLayer):
+//   copy_ops (cache-service copy-on-write pages)      copy_blocks
+//   x = embed[input_ids]                              gather, fp32 residual
+//   per layer:
+//     h = RMSNorm(x) w_in                             -> dtype
+//     qkv = h Wqkv^T                                  cuBLAS, fp32 out
+//     q,k = RoPE(qkv (+bias)); K,V -> pool slots      one fused kernel
+//     a = Extend / Decode attention                   worker/kernels/hip
+//                                                     (tensor cores) or the
+//                                                     generic kernel
+//     x += a Wo^T                                     cuBLAS beta = 1 (the
+//                                                     residual add is fused
+//                                                     into the GEMM)
+//     h = RMSNorm(x) w_post
+//     x += (silu(h Wg^T) * (h Wu^T)) Wd^T             cuBLAS, fused gate/up
+//   logits = RMSNorm(x[last rows]) lm_head^T          fp32 [R, vocab]
+// `dtype` (options) is the storage/compute type of weights, activations and
+// the KV pool: kF32 (exact checks against the golden data; GEMMs in fp32
+// without TF32, attention through the generic kernel) or kBF16/kF16
+// (serving; the tensor-core attention kernels for head_dim 64/128/256).
+// Accumulation is fp32 everywhere.
+//
+// Device memory: weights are uploaded once; a workspace sized for
+// max_tokens_per_step / max_batch_size (activations, split-KV temporaries,
+// metadata) is allocated once and reused by every step (no allocation per
+// step); the paged pool takes kv_capacity_slots, or kv_budget_bytes, or
+// memory_fraction of the free device memory left after weights and workspace
+// (like vLLM's gpu_memory_utilization, but of the free remainder).
+//
+// Decode steps run as CUDA/HIP graphs: the batch is padded to a bucket
+// (1, 2, 4, ..., max_batch_size; padded rows are 0-length sequences whose
+// K/V writes are skipped) and the context to a power-of-two bucket, the
+// step's metadata is copied into persistent device buffers, and the graph
+// captured for that (batch bucket, context bucket, output mode) replays. The
+// first step of a bucket runs eagerly (warm-up), the second captures.
+//
+// Not thread-safe: one Forward at a time (like every ModelExecutor).
+#ifndef RADIXKV_WORKER_GPU_GPU_MODEL_EXECUTOR_H_
+#define RADIXKV_WORKER_GPU_GPU_MODEL_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "worker/kv_cache_layout.h"
+#include "worker/model/model_config.h"
+#include "worker/model_executor.h"
+#include "worker/numeric_types.h"
+
+namespace radixkv::worker {
+
+struct GpuModelExecutorOptions {
+  // Hugging Face checkpoint directory (config.json + safetensors).
+  std::string model_dir;
+  // Weights, activations and KV pool dtype on the device.
+  DType dtype = DType::kBF16;
+  // Tokens per page, a power of two in [1, 128].
+  int32_t page_size = 16;
+  KvLayout kv_layout = KvLayout::kBSHD;
+  // Pool size: exactly this many slots (rounded up to pages) when > 0 ...
+  int64_t kv_capacity_slots = 0;
+  // ... else this many bytes (K+V, all layers) when > 0 ...
+  int64_t kv_budget_bytes = 0;
+  // ... else this fraction of the device memory still free after weights and
+  // workspace, in (0, 1].
+  double memory_fraction = 0.85;
+  // Workspace capacity: tokens per step (prefill chunk), sequences per step,
+  // logit rows per GEMM chunk (return_all_logits larger than this is chunked
+  // outside graphs), kv_indices entries per step (0 = max(capacity_slots,
+  // max_batch_size * max_context_len)).
+  int32_t max_tokens_per_step = 8192;
+  int32_t max_batch_size = 256;
+  int32_t max_logit_rows = 512;
+  int64_t max_kv_indices = 0;
+  // Longest context a decode graph is bucketed for (0 = the model's
+  // max_position_embeddings, at most 32768). Longer contexts run eagerly.
+  int32_t max_context_len = 0;
+  // Capture decode steps as graphs.
+  bool use_graphs = true;
+  // Paged decode partition size for the tensor-core kernels: -1 = heuristic
+  // (worker/kernels/hip/gpu_attention.h ChooseDecodePartitionSize), 0 = v1.
+  int32_t decode_partition_size = -1;
+  // Use the worker/kernels/hip attention kernels where they apply (2-byte
+  // dtype, head_dim 64/128/256); false = always the generic kernel.
+  bool use_tensor_core_attention = true;
+  // CUDA/HIP device ordinal.
+  int device_id = 0;
+};
+
+// Sampling parameters of one sequence for ForwardSample (temperature 0 =
+// greedy). `step` advances the per-sequence random stream.
+struct GpuSamplingParams {
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+
+// Wall-clock phases of the last step (seconds; host timers around the
+// stream's completion), for benchmarks.
+struct GpuStepInfo {
+  bool graph_replayed = false;  // the step ran as a captured graph
+  int32_t batch_bucket = 0;     // padded batch of a decode graph, else B
+};
+
+class GpuModelExecutor final : public ModelExecutor {
+ public:
+  // Loads config + weights onto the device, allocates workspace and pool.
+  // Errors: NOT_FOUND / INVALID_ARGUMENT as CpuModelExecutor::Create (bad
+  // checkpoint or options), RESOURCE_EXHAUSTED (device memory), INTERNAL or
+  // UNAVAILABLE (no device, runtime/BLAS failure).
+  static absl::StatusOr<std::unique_ptr<GpuModelExecutor>> Create(
+      const GpuModelExecutorOptions& options);
+
+  ~GpuModelExecutor() override;
+  GpuModelExecutor(const GpuModelExecutor&) = delete;
+  GpuModelExecutor& operator=(const GpuModelExecutor&) = delete;
+
+  const ModelConfig& config() const override { return config_; }
+
+  // ModelExecutor::Forward: logits [B, vocab] (or [num_tokens, vocab]) fp32,
+  // copied to the host. Errors as documented there, plus INVALID_ARGUMENT
+  // when the batch exceeds the workspace (max_tokens_per_step,
+  // max_batch_size, max_kv_indices).
+  absl::Status Forward(const ForwardBatch& batch,
+                       std::vector<float>* logits) override;
+
+  // Forward plus sampling on the device: tokens [B] (one per sequence; the
+  // batch must not ask for return_all_logits). params: [B]. Only the token
+  // ids cross to the host, unless `logits` is non-null.
+  absl::Status ForwardSample(const ForwardBatch& batch,
+                             absl::Span<const GpuSamplingParams> params,
+                             std::vector<int32_t>* tokens,
+                             std::vector<float>* logits = nullptr);
+
+  int64_t capacity_slots() const override;
+  int32_t page_size() const override { return options_.page_size; }
+  std::string device() const override;
+
+  // Bytes of weights, workspace and pool on the device.
+  int64_t weight_bytes() const { return weight_bytes_; }
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+  int64_t pool_bytes() const;
+  // Turns decode graphs on or off for later steps (captured graphs stay).
+  void set_use_graphs(bool on) { options_.use_graphs = on; }
+  // Number of captured graphs and how the last step ran.
+  int num_graphs() const;
+  const GpuStepInfo& last_step() const { return last_step_; }
+  // True if attention runs on the worker/kernels/hip tensor-core kernels.
+  bool uses_tensor_core_attention() const { return tc_attention_; }
+
+  // Benchmark hooks: enqueue only the attention kernels / only the GEMMs of
+  // every layer for the metadata of the previous step, then synchronize;
+  // returns seconds measured with device events. FAILED_PRECONDITION
+  // before any step.
+  absl::StatusOr<double> TimeAttentionOnly(int iterations);
+  absl::StatusOr<double> TimeGemmsOnly(int iterations);
+
+ private:
+  struct Impl;
+  GpuModelExecutor() = default;
+  absl::Status Run(const ForwardBatch& batch, int mode,
+                   absl::Span<const GpuSamplingParams> params,
+                   std::vector<int32_t>* tokens, std::vector<float>* logits);
+
+  GpuModelExecutorOptions options_;
+  ModelConfig config_;
+  bool tc_attention_ = false;
+  int64_t weight_bytes_ = 0;
+  int64_t workspace_bytes_ = 0;
+  GpuStepInfo last_step_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Validates a ForwardBatch against a model and pool (the rules of
+// ModelExecutor::Forward). INVALID_ARGUMENT naming the first violation.
+absl::Status ValidateForwardBatch(const ForwardBatch& batch, int32_t vocab_size,
+                                  int64_t capacity_slots, int32_t page_size);
+
+}  // namespace radixkv::worker
+
+#endif  // RADIXKV_WORKER_GPU_GPU_MODEL_EXECUTOR_H_

@@ -1,0 +1,539 @@
+// Device test of GpuModelExecutor (GPU machine only; see BUILD):
+//   - golden logits of the three shared/golden checkpoints (transformers,
+//     float64) in fp32 compute (max abs <= 1e-3, argmax rule) and bf16
+//     compute (relative L2 <= 2e-2), README "How a C++ test should compare";
+//   - greedy generations token-identical (fp32), prefix-cache consistency;
+//   - GPU vs CPU backend on the same scripted steps with prefix reuse on and
+//     off (shared pages + a copy-on-write partial page): same greedy tokens
+//     (fp32), logits within tolerance (bf16);
+//   - decode graphs vs eager, device sampling (greedy, top-k, top-p, seeds);
+//   - the tensor-core attention path (worker/kernels/hip, head_dim 64) vs the
+//     generic kernel, on a random checkpoint (RADIXKV_TC_MODEL_DIR, written by
+//     make_random_checkpoint).
+// Needs RADIXKV_SHARED_DIR (the folder with golden/). Prints its seed.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "worker/gpu/gpu_model_executor.h"
+#include "worker/model/llama_model.h"
+#include "worker/model/offline_generation.h"
+#include "worker/model/sampler.h"
+#include "worker/model/shared_test_data.h"
+
+namespace radixkv::worker {
+namespace {
+
+using Json = nlohmann::json;
+constexpr int kVocab = 512;
+const char* const kModels[] = {"llama-tiny-fp32", "llama3-gqa-bf16",
+                               "qwen2-tiny-fp32"};
+
+std::string Shared() {
+  absl::StatusOr<std::string> s = testing::FindSharedDir();
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *s : "";
+}
+
+std::unique_ptr<GpuModelExecutor> MakeGpu(const std::string& dir, DType dtype,
+                                          bool graphs = true,
+                                          bool tensor_cores = true,
+                                          int32_t page_size = 16) {
+  GpuModelExecutorOptions o;
+  o.model_dir = dir;
+  o.dtype = dtype;
+  o.kv_capacity_slots = 8192;
+  o.page_size = page_size;
+  o.max_tokens_per_step = 1024;
+  o.max_batch_size = 64;
+  o.max_context_len = 4096;
+  o.use_graphs = graphs;
+  o.use_tensor_core_attention = tensor_cores;
+  absl::StatusOr<std::unique_ptr<GpuModelExecutor>> e =
+      GpuModelExecutor::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+std::unique_ptr<CpuModelExecutor> MakeCpu(const std::string& dir,
+                                          int32_t page_size = 16) {
+  CpuModelExecutorOptions o;
+  o.model_dir = dir;
+  o.kv_capacity_slots = 8192;
+  o.page_size = page_size;
+  o.num_threads = 4;
+  absl::StatusOr<std::unique_ptr<CpuModelExecutor>> e =
+      CpuModelExecutor::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+std::vector<float> PrefillAllLogits(ModelExecutor& e,
+                                    const std::vector<int32_t>& ids) {
+  ForwardBatch b;
+  b.input_ids = ids;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    b.positions.push_back(static_cast<int32_t>(i));
+    b.out_cache_loc.push_back(static_cast<int64_t>(i));
+  }
+  b.qo_indptr = {0, static_cast<int32_t>(ids.size())};
+  b.kv_indptr = {0, 0};
+  b.return_all_logits = true;
+  std::vector<float> logits;
+  absl::Status s = e.Forward(b, &logits);
+  EXPECT_TRUE(s.ok()) << s;
+  return logits;
+}
+
+double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  }
+  return a.size() == b.size() ? m : INFINITY;
+}
+
+double RelL2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return a.size() == ref.size() ? std::sqrt(num / den) : INFINITY;
+}
+
+// ---------------------------------------------------------------- golden
+
+TEST(GpuGolden, LogitsFp32AndBf16) {
+  const std::string shared = Shared();
+  absl::StatusOr<Json> index =
+      testing::ReadJsonFile(shared + "/golden/logits_index.json");
+  ASSERT_TRUE(index.ok()) << index.status();
+  const Json& seqs = (*index)["sequences"];
+  int files = 0;
+  for (const char* model : kModels) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      auto e = MakeGpu(shared + "/golden/models/" + model, dtype);
+      ASSERT_NE(e, nullptr);
+      for (const Json& f : (*index)["models"][model]["files"]) {
+        const int seq = f["sequence"].get<int>();
+        const int64_t len = f["length"].get<int64_t>();
+        const auto ids = seqs[seq]["ids"].get<std::vector<int32_t>>();
+        absl::StatusOr<std::vector<float>> golden = testing::ReadF32File(
+            shared + "/golden/" + f["file"].get<std::string>(), len * kVocab);
+        ASSERT_TRUE(golden.ok()) << golden.status();
+        const std::vector<float> got = PrefillAllLogits(*e, ids);
+        const double max_abs = MaxAbs(got, *golden);
+        const double rel = RelL2(got, *golden);
+        std::printf(
+            "golden %-16s seq%d len%-4lld %s: max_abs %.3g rel_l2 %.3g\n",
+            model, seq, static_cast<long long>(len), DTypeName(dtype), max_abs,
+            rel);
+        if (dtype == DType::kF32) {
+          EXPECT_LE(max_abs, 1e-3) << model << " seq" << seq;
+          const auto low = f["positions_with_top2_margin_below_1em3"]
+                               .get<std::vector<int>>();
+          for (int64_t p = 0; p < len; ++p) {
+            const float* g = &(*golden)[p * kVocab];
+            const float* c = &got[p * kVocab];
+            const int ca = std::max_element(c, c + kVocab) - c;
+            const int ga = std::max_element(g, g + kVocab) - g;
+            if (std::find(low.begin(), low.end(), p) != low.end()) {
+              EXPECT_GE(g[ca], g[ga] - 1e-3) << model << " p" << p;
+            } else {
+              EXPECT_EQ(ca, ga) << model << " seq" << seq << " p" << p;
+            }
+          }
+        } else if (std::string(model) == "llama3-gqa-bf16") {
+          EXPECT_LE(rel, 2e-2) << model << " seq" << seq;
+          EXPECT_LE(max_abs, 0.1) << model << " seq" << seq;
+        } else {
+          EXPECT_LE(rel, 5e-2) << model << " seq" << seq;  // fp32 weights
+        }
+        ++files;
+      }
+    }
+  }
+  EXPECT_EQ(files, 24);
+}
+
+TEST(GpuGolden, GreedyGenerationsTokenIdenticalFp32) {
+  const std::string shared = Shared();
+  absl::StatusOr<Json> gen =
+      testing::ReadJsonFile(shared + "/golden/generation.json");
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  int compared = 0;
+  for (const char* model : kModels) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      auto e = MakeGpu(shared + "/golden/models/" + model, dtype);
+      ASSERT_NE(e, nullptr);
+      std::vector<OfflineRequest> requests;
+      for (const Json& c : (*gen)["models"][model]) {
+        OfflineRequest r;
+        r.prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+        r.params.max_new_tokens = 24;
+        r.params.ignore_eos = true;
+        requests.push_back(r);
+      }
+      auto out = GenerateOffline(*e, requests, e->config().eos_token_ids);
+      ASSERT_TRUE(out.ok()) << out.status();
+      int same = 0, total = 0;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        const auto want = (*gen)["models"][model][i]["generated_ids"]
+                              .get<std::vector<int32_t>>();
+        for (size_t t = 0; t < want.size() && t < (*out)[i].output_ids.size();
+             ++t) {
+          same += want[t] == (*out)[i].output_ids[t];
+          ++total;
+        }
+        if (dtype == DType::kF32) {
+          EXPECT_EQ((*out)[i].output_ids, want) << model << " prompt " << i;
+          ++compared;
+        }
+      }
+      std::printf("greedy %-16s %s: %d/%d tokens equal to golden\n", model,
+                  DTypeName(dtype), same, total);
+      EXPECT_GT(e->num_graphs(), 0) << "decode steps should replay graphs";
+    }
+  }
+  EXPECT_EQ(compared, 9);
+}
+
+TEST(GpuGolden, PrefixCacheExtendEqualsOneShot) {
+  const std::string shared = Shared();
+  absl::StatusOr<Json> index =
+      testing::ReadJsonFile(shared + "/golden/logits_index.json");
+  ASSERT_TRUE(index.ok());
+  const auto ids = (*index)["sequences"][3]["ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(ids.size(), 300u);
+  for (const char* model : kModels) {
+    auto e = MakeGpu(shared + "/golden/models/" + model, DType::kF32);
+    ASSERT_NE(e, nullptr);
+    const std::vector<float> one = PrefillAllLogits(*e, ids);
+    // prefill(S[:200]) into slots 1000.., then extend S[200:].
+    ForwardBatch a;
+    for (int i = 0; i < 200; ++i) {
+      a.input_ids.push_back(ids[i]);
+      a.positions.push_back(i);
+      a.out_cache_loc.push_back(1000 + i);
+    }
+    a.qo_indptr = {0, 200};
+    a.kv_indptr = {0, 0};
+    a.return_all_logits = true;
+    std::vector<float> la, lb;
+    ASSERT_TRUE(e->Forward(a, &la).ok());
+    ForwardBatch b;
+    for (int i = 200; i < 300; ++i) {
+      b.input_ids.push_back(ids[i]);
+      b.positions.push_back(i);
+      b.out_cache_loc.push_back(1000 + i);
+    }
+    for (int i = 0; i < 200; ++i) b.kv_indices.push_back(1000 + i);
+    b.qo_indptr = {0, 100};
+    b.kv_indptr = {0, 200};
+    b.return_all_logits = true;
+    ASSERT_TRUE(e->Forward(b, &lb).ok());
+    la.insert(la.end(), lb.begin(), lb.end());
+    const double d = MaxAbs(la, one);
+    std::printf("prefix cache %-16s: max |split - one-shot| = %.3g\n", model,
+                d);
+    EXPECT_LE(d, 1e-5) << model;
+  }
+}
+
+// -------------------------------------------------- GPU vs CPU, prefix reuse
+
+// Scripted steps on any executor: request A prefilled, request B prefilled
+// with (reuse) or without (no reuse) A's first 40 tokens from the cache (two
+// shared full pages + a copy-on-write copy of A's partial third page), then
+// both decode greedily together. Returns the per-step logits and tokens.
+struct Script {
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> tokens_a, tokens_b;
+};
+
+absl::StatusOr<Script> RunScript(ModelExecutor& e, bool reuse,
+                                 const std::vector<int32_t>& pa,
+                                 const std::vector<int32_t>& pb_suffix,
+                                 int decode_steps) {
+  constexpr int kPage = 16;
+  Script out;
+  const int32_t V = e.config().vocab_size;
+  auto argmax = [&](const std::vector<float>& l, int row) {
+    return ArgMax(absl::MakeConstSpan(l.data() + int64_t{row} * V, V));
+  };
+  // A: pages 0.. (slots 0..).
+  std::vector<int64_t> slots_a, slots_b;
+  std::vector<int32_t> ctx_a = pa, ctx_b;
+  {
+    ForwardBatch b;
+    b.input_ids = pa;
+    for (size_t i = 0; i < pa.size(); ++i) {
+      b.positions.push_back(static_cast<int32_t>(i));
+      slots_a.push_back(static_cast<int64_t>(i));
+    }
+    b.out_cache_loc = slots_a;
+    b.qo_indptr = {0, static_cast<int32_t>(pa.size())};
+    b.kv_indptr = {0, 0};
+    std::vector<float> l;
+    if (auto s = e.Forward(b, &l); !s.ok()) return s;
+    out.logits.push_back(l);
+    out.tokens_a.push_back(argmax(l, 0));
+  }
+  // B = A[:40] + suffix.
+  std::vector<int32_t> pb(pa.begin(), pa.begin() + 40);
+  pb.insert(pb.end(), pb_suffix.begin(), pb_suffix.end());
+  ctx_b = pb;
+  {
+    ForwardBatch b;
+    const int64_t base = 20 * kPage;  // B's own pages start at page 20
+    int32_t cached = 0;
+    if (reuse) {
+      for (int i = 0; i < 32; ++i) slots_b.push_back(i);  // pages 0, 1
+      b.copy_ops.push_back(PageCopy{2, 20, 8});           // A's partial page 2
+      for (int i = 0; i < 8; ++i) slots_b.push_back(base + i);
+      cached = 40;
+      b.kv_indices = slots_b;
+    }
+    for (size_t i = cached; i < pb.size(); ++i) {
+      b.input_ids.push_back(pb[i]);
+      b.positions.push_back(static_cast<int32_t>(i));
+      const int64_t slot = base + static_cast<int64_t>(i);
+      b.out_cache_loc.push_back(slot);
+      slots_b.push_back(slot);
+    }
+    b.qo_indptr = {0, static_cast<int32_t>(pb.size()) - cached};
+    b.kv_indptr = {0, cached};
+    std::vector<float> l;
+    if (auto s = e.Forward(b, &l); !s.ok()) return s;
+    out.logits.push_back(l);
+    out.tokens_b.push_back(argmax(l, 0));
+  }
+  // Batched greedy decode of A and B.
+  for (int step = 0; step < decode_steps; ++step) {
+    ForwardBatch b;
+    b.is_decode = true;
+    const int64_t sa = static_cast<int64_t>(ctx_a.size());
+    const int64_t sb = 20 * kPage + static_cast<int64_t>(ctx_b.size());
+    slots_a.push_back(sa);
+    slots_b.push_back(sb);
+    b.input_ids = {out.tokens_a.back(), out.tokens_b.back()};
+    b.positions = {static_cast<int32_t>(ctx_a.size()),
+                   static_cast<int32_t>(ctx_b.size())};
+    ctx_a.push_back(out.tokens_a.back());
+    ctx_b.push_back(out.tokens_b.back());
+    b.out_cache_loc = {sa, sb};
+    b.qo_indptr = {0, 1, 2};
+    b.kv_indices = slots_a;
+    b.kv_indices.insert(b.kv_indices.end(), slots_b.begin(), slots_b.end());
+    b.kv_indptr = {0, static_cast<int32_t>(slots_a.size()),
+                   static_cast<int32_t>(slots_a.size() + slots_b.size())};
+    std::vector<float> l;
+    if (auto s = e.Forward(b, &l); !s.ok()) return s;
+    out.logits.push_back(l);
+    out.tokens_a.push_back(argmax(l, 0));
+    out.tokens_b.push_back(argmax(l, 1));
+  }
+  return out;
+}
+
+TEST(GpuVsCpu, PrefixReuseOnOffSameGreedyTokens) {
+  const std::string shared = Shared();
+  const uint32_t seed = std::random_device{}();
+  std::printf("GpuVsCpu seed=%u\n", seed);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(3, kVocab - 1);
+  std::vector<int32_t> pa(45), suffix(13);
+  for (auto& t : pa) t = tok(rng);
+  for (auto& t : suffix) t = tok(rng);
+  for (const char* model : kModels) {
+    const std::string dir = shared + "/golden/models/" + model;
+    auto cpu = MakeCpu(dir);
+    ASSERT_NE(cpu, nullptr);
+    for (bool reuse : {false, true}) {
+      auto ref = RunScript(*cpu, reuse, pa, suffix, 12);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        auto gpu = MakeGpu(dir, dtype);
+        ASSERT_NE(gpu, nullptr);
+        auto got = RunScript(*gpu, reuse, pa, suffix, 12);
+        ASSERT_TRUE(got.ok()) << got.status();
+        double max_abs = 0, max_rel = 0;
+        for (size_t i = 0; i < ref->logits.size(); ++i) {
+          max_abs = std::max(max_abs, MaxAbs(got->logits[i], ref->logits[i]));
+          max_rel = std::max(max_rel, RelL2(got->logits[i], ref->logits[i]));
+        }
+        std::printf(
+            "gpu-vs-cpu %-16s reuse=%d %s: max_abs %.3g rel_l2 %.3g "
+            "tokens A %s B %s\n",
+            model, reuse, DTypeName(dtype), max_abs, max_rel,
+            got->tokens_a == ref->tokens_a ? "same" : "DIFF",
+            got->tokens_b == ref->tokens_b ? "same" : "DIFF");
+        if (dtype == DType::kF32) {
+          EXPECT_EQ(got->tokens_a, ref->tokens_a)
+              << model << " reuse " << reuse;
+          EXPECT_EQ(got->tokens_b, ref->tokens_b)
+              << model << " reuse " << reuse;
+          EXPECT_LE(max_abs, 1e-3) << model;
+        } else {
+          EXPECT_LE(max_rel, 5e-2) << model;
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuExecutor, ReuseOnEqualsReuseOffAndGraphsEqualEager) {
+  const std::string dir = Shared() + "/golden/models/llama3-gqa-bf16";
+  std::vector<int32_t> pa(45), suffix(13);
+  for (size_t i = 0; i < pa.size(); ++i) pa[i] = 3 + (i * 37) % 500;
+  for (size_t i = 0; i < suffix.size(); ++i) suffix[i] = 5 + (i * 91) % 500;
+  auto graphs = MakeGpu(dir, DType::kF32, /*graphs=*/true);
+  auto eager = MakeGpu(dir, DType::kF32, /*graphs=*/false);
+  ASSERT_NE(graphs, nullptr);
+  ASSERT_NE(eager, nullptr);
+  auto g_on = RunScript(*graphs, true, pa, suffix, 16);
+  auto e_on = RunScript(*eager, true, pa, suffix, 16);
+  auto e_off = RunScript(*eager, false, pa, suffix, 16);
+  ASSERT_TRUE(g_on.ok() && e_on.ok() && e_off.ok());
+  EXPECT_TRUE(graphs->last_step().graph_replayed);
+  EXPECT_GT(graphs->num_graphs(), 0);
+  EXPECT_EQ(eager->num_graphs(), 0);
+  double d = 0;
+  for (size_t i = 0; i < g_on->logits.size(); ++i) {
+    d = std::max(d, MaxAbs(g_on->logits[i], e_on->logits[i]));
+  }
+  std::printf("graphs vs eager: max abs %.3g; reuse on vs off tokens %s\n", d,
+              e_on->tokens_b == e_off->tokens_b ? "same" : "DIFF");
+  EXPECT_LE(d, 1e-6);
+  EXPECT_EQ(e_on->tokens_b, e_off->tokens_b);
+  EXPECT_EQ(g_on->tokens_a, e_on->tokens_a);
+}
+
+// ------------------------------------------------------------- sampling
+
+TEST(GpuExecutor, DeviceSampling) {
+  const std::string dir = Shared() + "/golden/models/llama-tiny-fp32";
+  auto e = MakeGpu(dir, DType::kF32);
+  ASSERT_NE(e, nullptr);
+  const uint32_t seed = std::random_device{}();
+  std::printf("DeviceSampling seed=%u\n", seed);
+  std::mt19937 rng(seed);
+  // Four sequences prefilled in one batch; sample the next token each.
+  ForwardBatch b;
+  b.qo_indptr = {0};
+  b.kv_indptr = {0, 0, 0, 0, 0};
+  for (int s = 0; s < 4; ++s) {
+    const int len = 5 + s * 3;
+    for (int i = 0; i < len; ++i) {
+      b.input_ids.push_back(3 + rng() % 500);
+      b.positions.push_back(i);
+      b.out_cache_loc.push_back(s * 256 + i);
+    }
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+  }
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+  std::vector<GpuSamplingParams> greedy(4);
+  ASSERT_TRUE(e->ForwardSample(b, greedy, &tokens, &logits).ok());
+  ASSERT_EQ(tokens.size(), 4u);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(tokens[s],
+              ArgMax(absl::MakeConstSpan(&logits[s * kVocab], kVocab)));
+  }
+  const std::vector<int32_t> greedy_tokens = tokens;
+  auto sample = [&](GpuSamplingParams p) {
+    std::vector<GpuSamplingParams> ps(4, p);
+    std::vector<int32_t> t;
+    EXPECT_TRUE(e->ForwardSample(b, ps, &t).ok());
+    return t;
+  };
+  // top_k = 1 and a tiny top_p are greedy at any temperature.
+  EXPECT_EQ(sample({1.0f, 1, 1.0f, 7, 0}), greedy_tokens);
+  EXPECT_EQ(sample({1.5f, 0, 1e-6f, 7, 0}), greedy_tokens);
+  // top_k = 5: every draw is one of the 5 largest logits; draws vary with the
+  // step and repeat with the same (seed, step).
+  std::set<int32_t> seen;
+  for (uint64_t step = 0; step < 40; ++step) {
+    const std::vector<int32_t> t = sample({1.0f, 5, 1.0f, seed, step});
+    EXPECT_EQ(t, sample({1.0f, 5, 1.0f, seed, step}));
+    for (int s = 0; s < 4; ++s) {
+      const float* row = &logits[s * kVocab];
+      std::vector<float> sorted(row, row + kVocab);
+      std::sort(sorted.rbegin(), sorted.rend());
+      EXPECT_GE(row[t[s]], sorted[4]) << "top-k violated";
+    }
+    seen.insert(t[0]);
+  }
+  EXPECT_GE(seen.size(), 2u);
+  // top_p = 0.5: every draw lies in the smallest set of top tokens whose
+  // probability mass (temperature 1) reaches 0.5.
+  for (uint64_t step = 0; step < 20; ++step) {
+    const std::vector<int32_t> t = sample({1.0f, 0, 0.5f, seed + 1, step});
+    for (int s = 0; s < 4; ++s) {
+      const float* row = &logits[s * kVocab];
+      std::vector<std::pair<float, int>> order;
+      for (int v = 0; v < kVocab; ++v) order.push_back({row[v], v});
+      std::sort(order.rbegin(), order.rend());
+      double z = 0;
+      for (auto& [l, v] : order) z += std::exp(double(l) - order[0].first);
+      double mass = 0;
+      std::set<int> nucleus;
+      for (auto& [l, v] : order) {
+        if (mass >= 0.5 * z) break;
+        nucleus.insert(v);
+        mass += std::exp(double(l) - order[0].first);
+      }
+      EXPECT_TRUE(nucleus.count(t[s])) << "top-p violated, token " << t[s];
+    }
+  }
+}
+
+// ------------------------------------------ tensor-core attention path
+
+TEST(GpuExecutor, TensorCoreAttentionMatchesGenericKernel) {
+  const char* dir = std::getenv("RADIXKV_TC_MODEL_DIR");
+  ASSERT_NE(dir, nullptr) << "set RADIXKV_TC_MODEL_DIR (make_random_checkpoint "
+                             "--head_dim=64 ...)";
+  auto tc = MakeGpu(dir, DType::kBF16, true, /*tensor_cores=*/true);
+  auto generic = MakeGpu(dir, DType::kBF16, true, /*tensor_cores=*/false);
+  auto f32 = MakeGpu(dir, DType::kF32, true);
+  ASSERT_NE(tc, nullptr);
+  ASSERT_NE(generic, nullptr);
+  ASSERT_NE(f32, nullptr);
+  ASSERT_TRUE(tc->uses_tensor_core_attention());
+  ASSERT_FALSE(generic->uses_tensor_core_attention());
+  const int32_t V = tc->config().vocab_size;
+  const uint32_t seed = std::random_device{}();
+  std::printf("TensorCore seed=%u\n", seed);
+  std::mt19937 rng(seed);
+  std::vector<int32_t> pa(300), suffix(120);
+  for (auto& t : pa) t = 3 + rng() % (V - 3);
+  for (auto& t : suffix) t = 3 + rng() % (V - 3);
+  auto a = RunScript(*tc, true, pa, suffix, 24);
+  auto b = RunScript(*generic, true, pa, suffix, 24);
+  auto c = RunScript(*f32, true, pa, suffix, 24);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+  double rel_gen = 0, rel_f32 = 0;
+  for (size_t i = 0; i < a->logits.size(); ++i) {
+    rel_gen = std::max(rel_gen, RelL2(a->logits[i], b->logits[i]));
+    rel_f32 = std::max(rel_f32, RelL2(a->logits[i], c->logits[i]));
+  }
+  std::printf("tensor-core vs generic (bf16): rel_l2 %.3g; vs fp32: %.3g\n",
+              rel_gen, rel_f32);
+  EXPECT_LE(rel_gen, 1e-2);
+  EXPECT_LE(rel_f32, 3e-2);
+}
+
+}  // namespace
+}  // namespace radixkv::worker

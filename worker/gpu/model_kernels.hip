@@ -1,0 +1,576 @@
+// Device kernels of the GPU model backend; see model_kernels.h for the
+// contracts. HIP C++ through worker/kernels/hip/hip_compat.h (nvcc: -x cu).
+// The runtime headers first: numeric_types.h uses their device intrinsics.
+#include "worker/kernels/hip/hip_compat.h"
+// (separate block: keep the order)
+#include <float.h>
+#include <math.h>
+
+#include "worker/gpu/model_kernels.h"
+
+namespace radixkv::worker::gpu {
+namespace {
+
+// ------------------------------------------------------------ element access
+
+template <DType kDType>
+struct Elem;
+
+template <>
+struct Elem<DType::kF32> {
+  using T = float;
+  static __device__ __forceinline__ float Load(const T* p, int64_t i) {
+    return p[i];
+  }
+  static __device__ __forceinline__ void Store(T* p, int64_t i, float v) {
+    p[i] = v;
+  }
+};
+
+template <>
+struct Elem<DType::kBF16> {
+  using T = uint16_t;
+  static __device__ __forceinline__ float Load(const T* p, int64_t i) {
+    return Bf16BitsToFloat(p[i]);
+  }
+  static __device__ __forceinline__ void Store(T* p, int64_t i, float v) {
+    p[i] = FloatToBf16Bits(v);
+  }
+};
+
+template <>
+struct Elem<DType::kF16> {
+  using T = uint16_t;
+  static __device__ __forceinline__ float Load(const T* p, int64_t i) {
+    return HalfBitsToFloat(p[i]);
+  }
+  static __device__ __forceinline__ void Store(T* p, int64_t i, float v) {
+    p[i] = FloatToHalfBits(v);
+  }
+};
+
+// Calls fn.template operator()<kDType>() for the runtime dtype.
+template <typename Fn>
+int DispatchDType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      return fn.template operator()<DType::kF32>();
+    case DType::kBF16:
+      return fn.template operator()<DType::kBF16>();
+    case DType::kF16:
+      return fn.template operator()<DType::kF16>();
+  }
+  return static_cast<int>(hipErrorInvalidValue);
+}
+
+int LastError() { return static_cast<int>(hipGetLastError()); }
+
+// -------------------------------------------------------- block reductions
+
+// Sum / max over the block; every thread gets the result. blockDim.x must be
+// a multiple of kWarpSize and <= 1024. `scratch` holds >= 32 floats.
+__device__ __forceinline__ float BlockReduceSum(float v, float* scratch) {
+  v = WarpReduceSum(v);
+  const int warp = threadIdx.x / kWarpSize;
+  const int num_warps = blockDim.x / kWarpSize;
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (LaneId() == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = LaneId() < num_warps ? scratch[LaneId()] : 0.0f;
+  return WarpReduceSum(r);
+}
+
+__device__ __forceinline__ float BlockReduceMax(float v, float* scratch) {
+  v = WarpReduceMax(v);
+  const int warp = threadIdx.x / kWarpSize;
+  const int num_warps = blockDim.x / kWarpSize;
+  __syncthreads();
+  if (LaneId() == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = LaneId() < num_warps ? scratch[LaneId()] : -INFINITY;
+  return WarpReduceMax(r);
+}
+
+// (value, index) argmax over the block, lowest index on ties; result valid in
+// every thread. NaN values never win.
+__device__ __forceinline__ void BlockArgmax(float& v, int32_t& idx, float* sv,
+                                            int32_t* si) {
+  sv[threadIdx.x] = v;
+  si[threadIdx.x] = idx;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float ov = sv[threadIdx.x + stride];
+      const int32_t oi = si[threadIdx.x + stride];
+      const float mv = sv[threadIdx.x];
+      const int32_t mi = si[threadIdx.x];
+      if (ov > mv || (ov == mv && oi < mi) || (mi < 0 && oi >= 0)) {
+        sv[threadIdx.x] = ov;
+        si[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  v = sv[0];
+  idx = si[0];
+  __syncthreads();
+}
+
+// ----------------------------------------------------------------- kernels
+
+template <DType kW>
+__global__ void EmbeddingGatherKernel(const typename Elem<kW>::T* embed,
+                                      const int32_t* ids, int32_t hidden,
+                                      float* x) {
+  const int64_t t = blockIdx.x;
+  const int64_t row = static_cast<int64_t>(ids[t]) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    x[t * hidden + i] = Elem<kW>::Load(embed, row + i);
+  }
+}
+
+template <DType kA>
+__global__ void RmsNormKernel(const float* x, const int32_t* row_index,
+                              const float* w, float eps, int32_t hidden,
+                              typename Elem<kA>::T* y) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const int64_t src = row_index != nullptr ? row_index[r] : r;
+  const float* xr = x + src * hidden;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = BlockReduceSum(ss, scratch);
+  const float inv_rms = rsqrtf(ss / static_cast<float>(hidden) + eps);
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    Elem<kA>::Store(y, r * hidden + i, w[i] * (xr[i] * inv_rms));
+  }
+}
+
+template <DType kA>
+__global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
+  using E = Elem<kA>;
+  using T = typename E::T;
+  const int64_t t = blockIdx.x;
+  const int32_t D = a.head_dim;
+  const int32_t half = D / 2;
+  const int32_t Hq = a.num_q_heads;
+  const int32_t Hkv = a.num_kv_heads;
+  const int64_t qkv_dim = static_cast<int64_t>(Hq + 2 * Hkv) * D;
+  const float* row = a.qkv + t * qkv_dim;
+  const float pos = static_cast<float>(a.positions[t]);
+  const int64_t slot = a.out_cache_loc != nullptr ? a.out_cache_loc[t] : -1;
+  auto value = [&](int64_t i) {
+    return a.bias != nullptr ? row[i] + a.bias[i] : row[i];
+  };
+  // q and k: rotate pairs (i, i + half).
+  for (int idx = threadIdx.x; idx < (Hq + Hkv) * half; idx += blockDim.x) {
+    const int h = idx / half;
+    const int i = idx - h * half;
+    float s, c;
+    sincosf(pos * a.inv_freq[i], &s, &c);
+    const float x0 = value(static_cast<int64_t>(h) * D + i);
+    const float x1 = value(static_cast<int64_t>(h) * D + i + half);
+    const float y0 = x0 * c - x1 * s;
+    const float y1 = x1 * c + x0 * s;
+    if (h < Hq) {
+      T* q = static_cast<T*>(a.q) + (t * Hq + h) * D;
+      E::Store(q, i, y0);
+      E::Store(q, i + half, y1);
+    } else {
+      const int kh = h - Hq;
+      if (a.k_out != nullptr) {
+        T* k = static_cast<T*>(a.k_out) + (t * Hkv + kh) * D;
+        E::Store(k, i, y0);
+        E::Store(k, i + half, y1);
+      }
+      if (slot >= 0) {
+        T* kc = static_cast<T*>(a.k_cache);
+        E::Store(kc, a.geometry.KOffset(slot, kh, i), y0);
+        E::Store(kc, a.geometry.KOffset(slot, kh, i + half), y1);
+      }
+    }
+  }
+  // v: copy.
+  for (int idx = threadIdx.x; idx < Hkv * D; idx += blockDim.x) {
+    const int vh = idx / D;
+    const int d = idx - vh * D;
+    const float v = value(static_cast<int64_t>(Hq + Hkv) * D + idx);
+    if (a.v_out != nullptr) {
+      E::Store(static_cast<T*>(a.v_out), t * Hkv * D + idx, v);
+    }
+    if (slot >= 0) {
+      E::Store(static_cast<T*>(a.v_cache), a.geometry.VOffset(slot, vh, d), v);
+    }
+  }
+}
+
+__global__ void AddBiasKernel(float* x, const float* bias, int32_t hidden) {
+  const int64_t t = blockIdx.x;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    x[t * hidden + i] += bias[i];
+  }
+}
+
+template <DType kA>
+__global__ void SiluAndMulKernel(const float* gu, int32_t num_tokens,
+                                 int32_t inter, typename Elem<kA>::T* out) {
+  const int64_t total = static_cast<int64_t>(num_tokens) * inter;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = e / inter;
+    const int64_t i = e - t * inter;
+    const float g = gu[t * 2 * inter + i];
+    const float u = gu[t * 2 * inter + inter + i];
+    Elem<kA>::Store(out, e, g / (1.0f + expf(-g)) * u);
+  }
+}
+
+constexpr int kMaxDimsPerLane = 256 / 32;
+
+// One warp per (query head, query token); the block is one warp.
+template <DType kA>
+__global__ void GenericAttentionKernel(GenericAttentionLaunch a) {
+  using E = Elem<kA>;
+  using T = typename E::T;
+  const int h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int lane = LaneId();
+  const int32_t D = a.geometry.head_dim;
+  const int32_t Hq = a.num_q_heads;
+  const int32_t group = Hq / a.geometry.num_kv_heads;
+  const int32_t kvh = h / group;
+  const int32_t b = a.token_seq[t];
+  const int32_t q_start = a.qo_indptr[b];
+  const int32_t kv_start = a.kv_indptr[b];
+  const int32_t n_prefix = a.kv_indptr[b + 1] - kv_start;
+  const int32_t n_ext =
+      a.causal_extend ? static_cast<int32_t>(t - q_start) + 1 : 0;
+  const float scale_log2 = a.sm_scale * 1.4426950408889634f;
+  const T* q = static_cast<const T*>(a.q) + (t * Hq + h) * D;
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+  float qr[kMaxDimsPerLane];
+  float acc[kMaxDimsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + j * kWarpSize;
+    qr[j] = d < D ? E::Load(q, d) : 0.0f;
+    acc[j] = 0.0f;
+  }
+  float m = -INFINITY;
+  float l = 0.0f;
+  for (int32_t n = 0; n < n_prefix + n_ext; ++n) {
+    const int64_t slot = n < n_prefix ? a.kv_indices[kv_start + n]
+                                      : a.out_cache_loc[q_start + n - n_prefix];
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + j * kWarpSize;
+      if (d < D) dot += qr[j] * E::Load(kc, a.geometry.KOffset(slot, kvh, d));
+    }
+    dot = WarpReduceSum(dot);
+    const float s = dot * scale_log2;
+    const float m_new = fmaxf(m, s);
+    const float alpha = exp2f(m - m_new);
+    const float p = exp2f(s - m_new);
+    l = l * alpha + p;
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + j * kWarpSize;
+      if (d < D) {
+        acc[j] =
+            acc[j] * alpha + p * E::Load(vc, a.geometry.VOffset(slot, kvh, d));
+      }
+    }
+    m = m_new;
+  }
+  T* out = static_cast<T*>(a.out) + (t * Hq + h) * D;
+  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + j * kWarpSize;
+    if (d < D) E::Store(out, d, acc[j] * inv_l);
+  }
+}
+
+template <typename U>
+__global__ void CopyPageKernel(void* const* layer_k, void* const* layer_v,
+                               KvCacheGeometry g, int64_t src_page,
+                               int64_t dst_page, int32_t num_tokens) {
+  const int layer = blockIdx.x;
+  const bool is_v = blockIdx.y == 1;
+  U* base = static_cast<U*>(is_v ? layer_v[layer] : layer_k[layer]);
+  const int64_t per_token = static_cast<int64_t>(g.num_kv_heads) * g.head_dim;
+  for (int64_t e = threadIdx.x; e < per_token * num_tokens; e += blockDim.x) {
+    const int64_t tok = e / per_token;
+    const int32_t rem = static_cast<int32_t>(e - tok * per_token);
+    const int32_t h = rem / g.head_dim;
+    const int32_t d = rem - h * g.head_dim;
+    const int64_t src = src_page * g.page_size + tok;
+    const int64_t dst = dst_page * g.page_size + tok;
+    if (is_v) {
+      base[g.VOffset(dst, h, d)] = base[g.VOffset(src, h, d)];
+    } else {
+      base[g.KOffset(dst, h, d)] = base[g.KOffset(src, h, d)];
+    }
+  }
+}
+
+constexpr int kRowThreads = 1024;
+
+__global__ void __launch_bounds__(kRowThreads)
+    ArgmaxKernel(const float* logits, int32_t vocab, int32_t* tokens) {
+  __shared__ float sv[kRowThreads];
+  __shared__ int32_t si[kRowThreads];
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  float best = -INFINITY;
+  int32_t best_i = -1;
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = row[i];
+    if (v > best || best_i < 0) {
+      if (!(v != v)) {
+        best = v;
+        best_i = i;
+      }
+    }
+  }
+  BlockArgmax(best, best_i, sv, si);
+  if (threadIdx.x == 0) tokens[blockIdx.x] = best_i < 0 ? 0 : best_i;
+}
+
+// Order-preserving map of a float to uint32 (larger float -> larger key).
+__device__ __forceinline__ uint32_t OrderedKey(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    SampleKernel(const float* logits, int32_t vocab,
+                 const DeviceSamplingParams* params, int32_t* tokens) {
+  __shared__ float sv[kRowThreads];
+  __shared__ int32_t si[kRowThreads];
+  __shared__ float scratch[32];
+  __shared__ int32_t chosen;
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  const DeviceSamplingParams p = params[blockIdx.x];
+  // Argmax first: the greedy answer and the fallback of a draw.
+  float best = -INFINITY;
+  int32_t best_i = -1;
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = row[i];
+    if ((v > best || best_i < 0) && !(v != v)) {
+      best = v;
+      best_i = i;
+    }
+  }
+  BlockArgmax(best, best_i, sv, si);
+  if (!(p.temperature > 0.0f) || best_i < 0) {
+    if (threadIdx.x == 0) tokens[blockIdx.x] = best_i < 0 ? 0 : best_i;
+    return;
+  }
+  const float inv_t = 1.0f / p.temperature;
+  // top-k: the largest key K with count(key >= K) >= k (exact, 32 steps).
+  uint32_t k_threshold = 0;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    uint32_t lo = 0, hi = 0xffffffffu;  // answer in [lo, hi]
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2 + 1;
+      float count = 0.0f;
+      for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+        count += OrderedKey(row[i]) >= mid ? 1.0f : 0.0f;
+      }
+      count = BlockReduceSum(count, scratch);
+      if (count >= static_cast<float>(p.top_k)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    k_threshold = lo;
+  }
+  auto prob = [&](int32_t i) {
+    const float v = row[i];
+    if (v != v || OrderedKey(v) < k_threshold) return 0.0f;
+    return expf((v - best) * inv_t);
+  };
+  float total = 0.0f;
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) total += prob(i);
+  total = BlockReduceSum(total, scratch);
+  // top-p: the largest key K with mass(key >= K) >= top_p * total.
+  uint32_t p_threshold = k_threshold;
+  if (p.top_p < 1.0f) {
+    const float target_mass = p.top_p * total;
+    uint32_t lo = k_threshold, hi = 0xffffffffu;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2 + 1;
+      float mass = 0.0f;
+      for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+        if (OrderedKey(row[i]) >= mid) mass += prob(i);
+      }
+      mass = BlockReduceSum(mass, scratch);
+      if (mass >= target_mass) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    p_threshold = lo;
+  }
+  auto kept = [&](int32_t i) {
+    return OrderedKey(row[i]) >= p_threshold ? prob(i) : 0.0f;
+  };
+  // Contiguous chunk per thread, block-wide inclusive scan of chunk sums.
+  const int32_t chunk = (vocab + blockDim.x - 1) / blockDim.x;
+  const int32_t begin = threadIdx.x * chunk;
+  const int32_t end = min(vocab, begin + chunk);
+  float mine = 0.0f;
+  for (int32_t i = begin; i < end; ++i) mine += kept(i);
+  sv[threadIdx.x] = mine;
+  if (threadIdx.x == 0) chosen = -1;
+  __syncthreads();
+  for (int offset = 1; offset < static_cast<int>(blockDim.x); offset *= 2) {
+    const float add = threadIdx.x >= offset ? sv[threadIdx.x - offset] : 0.0f;
+    __syncthreads();
+    sv[threadIdx.x] += add;
+    __syncthreads();
+  }
+  const float kept_total = sv[blockDim.x - 1];
+  const uint64_t bits = SplitMix64(p.seed ^ SplitMix64(p.step));
+  const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
+  const float target = u * kept_total;
+  float cum = sv[threadIdx.x] - mine;  // exclusive prefix
+  if (mine > 0.0f && target >= cum && target < cum + mine) {
+    int32_t pick = -1;
+    for (int32_t i = begin; i < end; ++i) {
+      const float pi = kept(i);
+      if (pi > 0.0f) {
+        pick = i;
+        cum += pi;
+        if (target < cum) break;
+      }
+    }
+    atomicMax(&chosen, pick);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) tokens[blockIdx.x] = chosen >= 0 ? chosen : best_i;
+}
+
+}  // namespace
+
+const char* ModelKernelErrorString(int error) {
+  return hipGetErrorString(static_cast<hipError_t>(error));
+}
+
+int LaunchEmbeddingGather(const void* embed, DType weight, const int32_t* ids,
+                          int32_t num_tokens, int32_t hidden, float* x,
+                          void* stream) {
+  if (num_tokens == 0) return 0;
+  return DispatchDType(weight, [&]<DType kW>() {
+    hipLaunchKernelGGL(EmbeddingGatherKernel<kW>, dim3(num_tokens), dim3(256),
+                       0, static_cast<hipStream_t>(stream),
+                       static_cast<const typename Elem<kW>::T*>(embed), ids,
+                       hidden, x);
+    return LastError();
+  });
+}
+
+int LaunchRmsNorm(const float* x, const int32_t* row_index, const float* w,
+                  float eps, int32_t rows, int32_t hidden, void* y, DType act,
+                  void* stream) {
+  if (rows == 0) return 0;
+  const int threads = hidden >= 4096 ? 1024 : (hidden >= 1024 ? 512 : 128);
+  return DispatchDType(act, [&]<DType kA>() {
+    hipLaunchKernelGGL(RmsNormKernel<kA>, dim3(rows), dim3(threads), 0,
+                       static_cast<hipStream_t>(stream), x, row_index, w, eps,
+                       hidden, static_cast<typename Elem<kA>::T*>(y));
+    return LastError();
+  });
+}
+
+int LaunchRopeAndCache(const RopeCacheLaunch& a, void* stream) {
+  if (a.num_tokens == 0) return 0;
+  return DispatchDType(a.act, [&]<DType kA>() {
+    hipLaunchKernelGGL(RopeAndCacheKernel<kA>, dim3(a.num_tokens), dim3(256), 0,
+                       static_cast<hipStream_t>(stream), a);
+    return LastError();
+  });
+}
+
+int LaunchAddBias(float* x, const float* bias, int32_t num_tokens,
+                  int32_t hidden, void* stream) {
+  if (num_tokens == 0) return 0;
+  hipLaunchKernelGGL(AddBiasKernel, dim3(num_tokens), dim3(256), 0,
+                     static_cast<hipStream_t>(stream), x, bias, hidden);
+  return LastError();
+}
+
+int LaunchSiluAndMul(const float* gate_up, int32_t num_tokens, int32_t inter,
+                     void* out, DType act, void* stream) {
+  if (num_tokens == 0) return 0;
+  const int64_t total = static_cast<int64_t>(num_tokens) * inter;
+  const int blocks = static_cast<int>(
+      (total + 255) / 256 < 65536 ? (total + 255) / 256 : 65536);
+  return DispatchDType(act, [&]<DType kA>() {
+    hipLaunchKernelGGL(SiluAndMulKernel<kA>, dim3(blocks), dim3(256), 0,
+                       static_cast<hipStream_t>(stream), gate_up, num_tokens,
+                       inter, static_cast<typename Elem<kA>::T*>(out));
+    return LastError();
+  });
+}
+
+int LaunchGenericAttention(const GenericAttentionLaunch& a, void* stream) {
+  if (a.num_tokens == 0) return 0;
+  if (a.geometry.head_dim > kMaxDimsPerLane * kWarpSize) {
+    return static_cast<int>(hipErrorInvalidValue);
+  }
+  return DispatchDType(a.act, [&]<DType kA>() {
+    hipLaunchKernelGGL(GenericAttentionKernel<kA>,
+                       dim3(a.num_q_heads, a.num_tokens), dim3(kWarpSize), 0,
+                       static_cast<hipStream_t>(stream), a);
+    return LastError();
+  });
+}
+
+int LaunchCopyPage(void* const* layer_k, void* const* layer_v,
+                   int32_t num_layers, const KvCacheGeometry& geometry,
+                   int64_t src_page, int64_t dst_page, int32_t num_tokens,
+                   void* stream) {
+  if (num_layers == 0 || num_tokens == 0) return 0;
+  if (geometry.elem_bytes == 4) {
+    hipLaunchKernelGGL(CopyPageKernel<uint32_t>, dim3(num_layers, 2), dim3(256),
+                       0, static_cast<hipStream_t>(stream), layer_k, layer_v,
+                       geometry, src_page, dst_page, num_tokens);
+  } else {
+    hipLaunchKernelGGL(CopyPageKernel<uint16_t>, dim3(num_layers, 2), dim3(256),
+                       0, static_cast<hipStream_t>(stream), layer_k, layer_v,
+                       geometry, src_page, dst_page, num_tokens);
+  }
+  return LastError();
+}
+
+int LaunchArgmax(const float* logits, int32_t rows, int32_t vocab,
+                 int32_t* tokens, void* stream) {
+  if (rows == 0) return 0;
+  hipLaunchKernelGGL(ArgmaxKernel, dim3(rows), dim3(kRowThreads), 0,
+                     static_cast<hipStream_t>(stream), logits, vocab, tokens);
+  return LastError();
+}
+
+int LaunchSample(const float* logits, int32_t rows, int32_t vocab,
+                 const DeviceSamplingParams* params, int32_t* tokens,
+                 void* stream) {
+  if (rows == 0) return 0;
+  hipLaunchKernelGGL(SampleKernel, dim3(rows), dim3(kRowThreads), 0,
+                     static_cast<hipStream_t>(stream), logits, vocab, params,
+                     tokens);
+  return LastError();
+}
+
+}  // namespace radixkv::worker::gpu
