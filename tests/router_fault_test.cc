@@ -190,11 +190,11 @@ TEST(RouterFaultTest, CacheServiceRestartMidWorkload) {
   router::LocalCluster& cluster = **started;
 
   router::MultiTurnParams params;
-  params.conversations = 10;
-  params.rounds = 5;
+  params.conversations = 12;
+  params.rounds = 6;
   params.system_tokens = 64;
   params.user_tokens = 32;
-  params.output_tokens = 24;
+  params.output_tokens = 32;
   std::vector<int32_t> corpus = LicenseTokens("GPL-3", 0, 4000);
   auto workload =
       router::MakeMultiTurnWorkload(params, corpus, 1, /*seed=*/7, 2048);
@@ -213,7 +213,7 @@ TEST(RouterFaultTest, CacheServiceRestartMidWorkload) {
     run_end = absl::Now();
   });
 
-  absl::SleepFor(absl::Milliseconds(700));
+  absl::SleepFor(absl::Milliseconds(500));
   const absl::Time crash_at = absl::Now();
   ASSERT_TRUE(cluster.RestartCacheService(/*crash=*/true).ok());
   const absl::Time restarted_at = absl::Now();
