@@ -37,14 +37,22 @@ const sourceRoot = path.resolve(process.env.RADIXKV_SOURCE_ROOT || path.join(dep
 const tmpRoot = fs.mkdtempSync(path.join(process.env.TEST_TMPDIR || os.tmpdir(), 'consistency-'));
 
 const PROCESSES = ['cache_service', 'router', 'worker'];
-// Image repository -> [Dockerfile, build target] that produces it.
+// Image repository -> [Dockerfile, build target, the Bazel binary the image
+// installs (relative to the bin dir) when it is not <process>/<process>].
 const IMAGE_SOURCES = {
   'radixkv/cache-service': ['Dockerfile', 'cache-service'],
   'radixkv/router': ['Dockerfile', 'router'],
   'radixkv/worker': ['Dockerfile', 'worker'],
-  'radixkv/worker-cuda': ['Dockerfile.worker-cuda', 'worker-cuda'],
+  'radixkv/worker-cuda': ['Dockerfile.worker-cuda', 'worker-cuda', 'worker/gpu/worker_gpu'],
   'radixkv/worker-rocm': ['Dockerfile.worker-rocm', 'worker-rocm'],
 };
+
+/** The binary that runs in a container of `image` for process `proc`. */
+function binaryFor(proc, image) {
+  const src = IMAGE_SOURCES[image.replace(/[:@].*$/, '')];
+  if (src && src[2] && fs.existsSync(path.join(binDir, src[2]))) return src[2];
+  return path.join(proc, proc);
+}
 // Flags whose value is the process's SIGTERM drain budget, if the binary has
 // one; otherwise the budget is the Shutdown(absl::Seconds(N)) in its main.cc.
 const DRAIN_FLAGS = ['drain_timeout_s', 'drain_timeout_ms', 'drain_timeout', 'shutdown_grace_s',
@@ -65,10 +73,14 @@ function check(ok, message) {
 // ---------- binaries ----------
 
 const helpCache = {};
-/** Flag name -> default value (string), from `<binary> --helpfull`. */
-function flagDefaults(proc) {
-  if (helpCache[proc]) return helpCache[proc];
-  const r = spawnSync(path.join(binDir, proc, proc), ['--helpfull'], { encoding: 'utf8' });
+/**
+ * Flag name -> default value (string), from `<binary> --helpfull`; `binary`
+ * is a process name or a path relative to the bin dir.
+ */
+function flagDefaults(binary) {
+  const rel = binary.includes('/') ? binary : path.join(binary, binary);
+  if (helpCache[rel]) return helpCache[rel];
+  const r = spawnSync(path.join(binDir, rel), ['--helpfull'], { encoding: 'utf8' });
   const text = r.stdout + r.stderr;
   const defaults = {};
   const blocks = text.split(/\n(?=\s{4}--\w+ )/);
@@ -80,8 +92,8 @@ function flagDefaults(proc) {
     defaults[m[1]] = d[1].replace(/^"(.*)"$/, '$1');
   }
   assert.ok(defaults.grpc_port && defaults.metrics_port && defaults.check_flags,
-    `could not read flag defaults of ${proc} from --helpfull:\n${text}`);
-  helpCache[proc] = defaults;
+    `could not read flag defaults of ${rel} from --helpfull:\n${text}`);
+  helpCache[rel] = defaults;
   return defaults;
 }
 
@@ -254,7 +266,10 @@ function dockerTargets(file) {
 
 function checkRadixkvContainer(ctx, c, proc) {
   const { objs, obj, podSpec, where } = ctx;
-  const defaults = flagDefaults(proc);
+  const binary = binaryFor(proc, c.image);
+  ctx.binaries = ctx.binaries || new Set();
+  ctx.binaries.add(binary);
+  const defaults = flagDefaults(binary);
   const podName = `${obj.metadata.name}${obj.kind === 'StatefulSet' ? '-0' : '-5d8f7c9b4-x2x7q'}`;
   const env = containerEnv(c, podName, obj.metadata.namespace);
   const rawArgs = [...(c.command || []).slice(1), ...(c.args || [])].map((a) => expandVars(a, env, where));
@@ -288,7 +303,7 @@ function checkRadixkvContainer(ctx, c, proc) {
   // 1. The real binary accepts the command line. A CPU-only build refuses
   // --device=gpu (and says so); the rest of a GPU command line is then
   // checked with --device=cpu added last (Abseil: the last value wins).
-  const run = (extra) => spawnSync(path.join(binDir, proc, proc), [...runArgs, ...extra, '--check_flags'],
+  const run = (extra) => spawnSync(path.join(binDir, binary), [...runArgs, ...extra, '--check_flags'],
     { encoding: 'utf8', timeout: 20000 });
   let r = run([]);
   if (r.status === 2 && effective.device === 'gpu' && /--device.*no GPU backend/.test(r.stderr)) {
@@ -296,7 +311,7 @@ function checkRadixkvContainer(ctx, c, proc) {
     r = run(['--device=cpu']);
   }
   check(r.status === 0 && r.stdout.trim() === 'flags ok',
-    `${where}: \`${proc} ${rawArgs.join(' ')} --check_flags\` -> exit ${r.status}: ${(r.stdout + r.stderr).trim()}`);
+    `${where}: \`${binary} ${rawArgs.join(' ')} --check_flags\` -> exit ${r.status}: ${(r.stdout + r.stderr).trim()}`);
 
   // The model directory is in the image or on a volume mounted read-only.
   if ('model_dir' in defaults) {
@@ -676,7 +691,7 @@ function selfTests() {
     console.log(`self-test ok: ${name}`);
   };
   expectFail('unknown flag', (o) => { find(o, 'Deployment', 'radixkv-router').spec.template.spec.containers[0].args.push('--no_such_flag=1'); },
-    /selftest radixkv-router: `router .*--no_such_flag=1 --check_flags` -> exit 1: .*Unknown command line flag 'no_such_flag'/);
+    /selftest radixkv-router: `router\/router .*--no_such_flag=1 --check_flags` -> exit 1: .*Unknown command line flag 'no_such_flag'/);
   expectFail('invalid flag value', (o) => {
     const cm = find(o, 'ConfigMap', 'radixkv-router-flags');
     cm.data['router.flags'] = cm.data['router.flags'].replace('--metrics_port=9100', '--metrics_port=70000');
@@ -741,6 +756,7 @@ function main() {
       console.log(`  ${overlay}: --device=gpu is refused by this CPU-only build; the rest of those ` +
         `${ctx.gpuDeferred} command lines was checked with --device=cpu`);
     }
+    console.log(`  ${overlay}: binaries run: ${[...ctx.binaries].sort().join(', ')}`);
     console.log(`${overlay}: ${runs} radixkv command lines accepted by --check_flags; ` +
       `${failures === before ? 'ports, probes, Services, peers, grace periods, HPA, PDBs, scrape config consistent' : `${failures - before} problems`}`);
   }
