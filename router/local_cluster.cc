@@ -54,7 +54,7 @@ bool RedisAnswers(int port) {
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::string& name, const std::vector<std::string>& argv,
-    const std::string& log_path) {
+    const std::string& log_path, int nice_increment) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   if (::access(argv[0].c_str(), X_OK) != 0) {
     return absl::UnavailableError(
@@ -86,6 +86,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
     ::setpgid(0, 0);  // Ctrl-C reaches the launcher only; it stops us.
+    if (nice_increment > 0 && ::nice(nice_increment) == -1) {
+      // Best effort: an unchanged priority is still correct.
+    }
     if (log_fd >= 0) {
       ::dup2(log_fd, STDOUT_FILENO);
       ::dup2(log_fd, STDERR_FILENO);
@@ -356,7 +359,8 @@ absl::Status LocalCluster::StartWorker(int i) {
               options_.worker_args.end());
   auto p = ChildProcess::Start(
       worker_id(i), argv,
-      absl::StrCat(options_.run_dir, "/", worker_id(i), ".log"));
+      absl::StrCat(options_.run_dir, "/", worker_id(i), ".log"),
+      options_.worker_nice);
   if (!p.ok()) return p.status();
   workers_[i] = *std::move(p);
   return absl::OkStatus();

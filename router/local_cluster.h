@@ -33,9 +33,10 @@ class ChildProcess {
   // dispositions reset, in its own process group (the launcher forwards
   // Ctrl-C itself).
   // UNAVAILABLE when the binary cannot be started.
+  // `nice_increment` > 0 lowers the child's CPU priority (nice(2)).
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
       const std::string& name, const std::vector<std::string>& argv,
-      const std::string& log_path);
+      const std::string& log_path, int nice_increment = 0);
   // Stop(absl::Seconds(10)) unless already stopped.
   ~ChildProcess();
 
@@ -86,6 +87,11 @@ struct LocalClusterOptions {
   // base_port: redis, cache service, router, router metrics, workers...
   int base_port = 0;
   std::string policy = "cache_aware";
+  // nice(2) increment of the workers: on a small machine where workers and
+  // the control plane share cores, > 0 keeps routing decisions and cache
+  // service RPCs from queueing behind model compute (in a deployment they
+  // run on separate machines).
+  int worker_nice = 0;
   // Extra flags per process.
   std::vector<std::string> cache_service_args;
   std::vector<std::string> worker_args;
