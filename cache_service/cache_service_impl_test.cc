@@ -10,9 +10,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <numeric>
+#include <random>
+#include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -638,6 +642,167 @@ TEST_F(CacheServiceImplTest, MetricsFollowTheState) {
       std::string::npos);
   EXPECT_NE(text.find("radixkv_cache_persistence{mode=\"memory\"} 1"),
             std::string::npos);
+}
+
+// Random, mostly hostile requests for every RPC: the process never crashes,
+// every failure is one of the documented codes and leaves the Dump
+// unchanged, and the invariants hold after every call.
+TEST_F(CacheServiceImplTest,
+       RandomGarbageNeverCrashesAndFailuresChangeNothing) {
+  const uint64_t seed = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  std::printf("garbage seed: %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  auto pick = [&](auto... values) {
+    using T = std::common_type_t<decltype(values)...>;
+    const T pool[] = {static_cast<T>(values)...};
+    return pool[rng() % sizeof...(values)];
+  };
+  auto any_i64 = [&] {
+    return pick(int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{16}, int64_t{64},
+                int64_t{1} << 40, std::numeric_limits<int64_t>::max(),
+                std::numeric_limits<int64_t>::min(),
+                static_cast<int64_t>(rng() % 100));
+  };
+  auto any_i32 = [&] {
+    return pick(
+        0, -1, 1, 3, 16, 64, 65536, 65537, std::numeric_limits<int32_t>::max(),
+        std::numeric_limits<int32_t>::min(), static_cast<int32_t>(rng() % 100));
+  };
+  auto any_worker = [&] {
+    return std::string(pick("w0", "w0", "", "nobody", "w1"));
+  };
+  std::vector<uint64_t> leases = {0, 1, 2, 999999,
+                                  std::numeric_limits<uint64_t>::max()};
+  auto any_lease = [&] { return leases[rng() % leases.size()]; };
+  auto any_tokens = [&](auto* msg) {
+    const int n = pick(0, 1, 2, 5, 20, 60, static_cast<int>(kMaxPrompt + 1));
+    for (int i = 0; i < n; ++i) {
+      msg->add_tokens(rng() % 8 == 0 ? any_i32()
+                                     : static_cast<int32_t>(rng() % 50));
+    }
+  };
+  const std::set<grpc::StatusCode> documented = {
+      grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
+      grpc::StatusCode::FAILED_PRECONDITION,
+      grpc::StatusCode::RESOURCE_EXHAUSTED};
+  int ok_calls = 0;
+  for (int i = 0; i < 1500; ++i) {
+    const std::string before = h_.Dump();
+    grpc::ClientContext ctx;
+    grpc::Status status;
+    switch (rng() % 10) {
+      case 0: {
+        pb::RegisterRequest req;
+        req.set_worker_id(any_worker());
+        req.set_capacity_slots(any_i64());
+        req.set_page_size(pick(1, 16, 3, 0, -16, 128, 256));
+        req.set_model(pick("m", "", "other"));
+        req.set_epoch(rng() % 2 ? 1 : any_i64());
+        req.set_vocab_size(pick(0, kVocab, -1));
+        pb::RegisterResponse resp;
+        status = h_.stub().Register(&ctx, req, &resp);
+        break;
+      }
+      case 1: {
+        pb::HeartbeatRequest req;
+        req.set_worker_id(any_worker());
+        req.set_epoch(rng() % 2 ? 1 : any_i64());
+        req.mutable_load()->set_outstanding_tokens(any_i64());
+        for (int k = 0; k < 3; ++k) req.add_lease_ids(any_lease());
+        pb::HeartbeatResponse resp;
+        status = h_.stub().Heartbeat(&ctx, req, &resp);
+        break;
+      }
+      case 2: {
+        pb::MatchRequest req;
+        req.set_model(pick("m", "", "other"));
+        req.set_cache_salt(rng() % 10 == 0 ? std::string(300, 's') : "");
+        any_tokens(&req);
+        pb::MatchResponse resp;
+        status = h_.stub().Match(&ctx, req, &resp);
+        break;
+      }
+      case 3: {
+        pb::AcquireRequest req;
+        req.set_worker_id(any_worker());
+        req.set_epoch(rng() % 3 ? 1 : any_i64());
+        req.set_model(pick("m", "", "other"));
+        req.set_priority(any_i32());
+        req.set_reserve_tokens(rng() % 2 ? 0 : any_i32());
+        req.set_disable_match(rng() % 4 == 0);
+        any_tokens(&req);
+        pb::AcquireResponse resp;
+        status = h_.stub().Acquire(&ctx, req, &resp);
+        if (status.ok()) leases.push_back(resp.lease_id());
+        break;
+      }
+      case 4: {
+        pb::GrowRequest req;
+        req.set_lease_id(any_lease());
+        req.set_num_tokens(any_i32());
+        pb::GrowResponse resp;
+        status = h_.stub().Grow(&ctx, req, &resp);
+        break;
+      }
+      case 5: {
+        pb::ForkRequest req;
+        req.set_lease_id(any_lease());
+        req.set_num_children(any_i32());
+        req.set_num_tokens(any_i64());
+        pb::ForkResponse resp;
+        status = h_.stub().Fork(&ctx, req, &resp);
+        if (status.ok()) {
+          for (const auto& c : resp.children()) leases.push_back(c.lease_id());
+        }
+        break;
+      }
+      case 6: {
+        pb::CommitRequest req;
+        req.set_lease_id(any_lease());
+        req.set_keep_lease(rng() % 2 == 0);
+        any_tokens(&req);
+        pb::CommitResponse resp;
+        status = h_.stub().Commit(&ctx, req, &resp);
+        break;
+      }
+      case 7: {
+        pb::ReleaseRequest req;
+        req.set_lease_id(any_lease());
+        pb::ReleaseResponse resp;
+        status = h_.stub().Release(&ctx, req, &resp);
+        break;
+      }
+      case 8: {
+        pb::EvictRequest req;
+        req.set_worker_id(any_worker());
+        req.set_num_tokens(any_i64());
+        pb::EvictResponse resp;
+        status = h_.stub().Evict(&ctx, req, &resp);
+        break;
+      }
+      default: {
+        pb::DeregisterRequest req;
+        req.set_worker_id(any_worker());
+        req.set_epoch(rng() % 4 ? 0 : 1);  // mostly a stale epoch
+        pb::DeregisterResponse resp;
+        status = h_.stub().Deregister(&ctx, req, &resp);
+        break;
+      }
+    }
+    if (status.ok()) {
+      ++ok_calls;
+    } else {
+      EXPECT_TRUE(documented.count(status.error_code()))
+          << status.error_code() << " " << status.error_message();
+      ASSERT_EQ(h_.Dump(), before)
+          << "call " << i << " failed with " << status.error_message()
+          << " but changed the state; seed " << seed;
+    }
+    ASSERT_TRUE(h_.service().CheckInvariantsForTest().ok())
+        << "call " << i << " seed " << seed;
+  }
+  EXPECT_GT(ok_calls, 0);  // the mix also exercises successful paths
+  ExpectSlotsAddUp(h_.Stats());
 }
 
 // ---- Redis mode (a real redis-server started by the test) ----
