@@ -126,6 +126,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   grpc::Status Match(grpc::ServerContext*, const radixkv::v1::MatchRequest* r,
                      radixkv::v1::MatchResponse* out) override {
     absl::MutexLock l(&mu_);
+    if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
     ++matches_;
     last_model_ = r->model();
     for (const Entry& e : entries_) {
@@ -141,6 +142,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   grpc::Status Stats(grpc::ServerContext*, const radixkv::v1::StatsRequest*,
                      radixkv::v1::StatsResponse* out) override {
     absl::MutexLock l(&mu_);
+    if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
     for (const Entry& e : entries_) {
       auto* w = out->add_workers();
       w->set_worker_id(e.id);
@@ -152,6 +154,10 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
       w->set_page_size(16);
     }
     return grpc::Status::OK;
+  }
+  void set_down(bool down) {
+    absl::MutexLock l(&mu_);
+    down_ = down;
   }
   void Set(std::vector<Entry> entries) {
     absl::MutexLock l(&mu_);
@@ -173,6 +179,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   absl::Mutex mu_;
   std::vector<Entry> entries_;
   int matches_ = 0;
+  bool down_ = false;
   std::string last_model_;
 };
 
@@ -458,6 +465,29 @@ TEST_F(RouterServiceTest, ClientDisconnectCancelsTheWorkerStream) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(a_->cancelled(), 1);
+}
+
+TEST_F(RouterServiceTest, CacheServiceOutageUsesTheLastKnownWorkers) {
+  StartRouter();
+  cache_.set_down(true);
+  // Nothing known yet: a clear UNAVAILABLE.
+  StreamResult r = Run(Tokens({1, 2, 3}));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("unreachable"), std::string::npos)
+      << r.status.error_message();
+  cache_.set_down(false);
+  ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
+  // The cache service restarts: requests keep flowing to known workers.
+  cache_.set_down(true);
+  for (int i = 0; i < 4; ++i) {
+    r = Run(Tokens({4, 5, 6}), "round_robin");
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 5u);
+  radixkv::v1::ListWorkersResponse list;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(stub_->ListWorkers(&ctx, {}, &list).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(RouterServiceTest, UnknownDefaultPolicyIsRejected) {
