@@ -44,9 +44,19 @@ class CacheService:
             [BINARY, "--bind_address=127.0.0.1", "--grpc_port=%d" % self.port,
              "--metrics_port=%d" % self.metrics_port] + list(extra_args),
             stdout=self.log, stderr=subprocess.STDOUT)
+        # Wait for the port first: a channel that meets a refused connection
+        # sits in reconnect backoff for seconds.
+        deadline = time.time() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    break
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise AssertionError("cache_service did not listen:\n" +
+                                     self.output())
+            time.sleep(0.02)
         self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
         self.stub = STUBS.cache_service_pb2_grpc.CacheServiceStub(self.channel)
-        deadline = time.time() + 30
         while True:
             try:
                 self.stub.Stats(CS.StatsRequest(), timeout=1)
@@ -153,6 +163,26 @@ class CacheServiceRpcTest(unittest.TestCase):
         out = svc.output()
         self.assertIn("persistence: memory", out)
         self.assertIn("stopped cleanly", out)
+
+    def test_check_flags_validates_service_flags(self):
+        ok = subprocess.run([BINARY, "--check_flags", "--redis=127.0.0.1:6379",
+                             "--eviction_policy=lfu"],
+                            capture_output=True, text=True, timeout=30)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("flags ok", ok.stdout)
+        for flag, word in [("--redis=nohost", "redis"),
+                           ("--redis=h:99999", "redis"),
+                           ("--eviction_policy=fifo", "eviction_policy"),
+                           ("--lease_ttl_ms=0", "lease_ttl_ms"),
+                           ("--heartbeat_timeout_ms=-5", "heartbeat_timeout_ms"),
+                           ("--snapshot_every_ops=0", "snapshot_every_ops"),
+                           ("--max_prompt_tokens=2000000", "max_prompt_tokens"),
+                           ("--redis_key_prefix=", "redis_key_prefix"),
+                           ("--metrics_port=-1", "metrics_port")]:
+            bad = subprocess.run([BINARY, "--check_flags", flag],
+                                 capture_output=True, text=True, timeout=30)
+            self.assertEqual(bad.returncode, 2, flag)
+            self.assertIn(word, bad.stderr, flag)
 
     def test_redis_mode_survives_a_restart(self):
         redis_dir = tempfile.mkdtemp(prefix="radixkv_redis_")
