@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "worker/model_executor.h"
 
@@ -32,6 +34,8 @@ class FakeModelExecutor : public ModelExecutor {
 
   // Context length at which EOS is produced; 0 = never.
   void set_eos_at_length(int64_t n) { eos_at_length_ = n; }
+  // Each Forward sleeps this long (to keep requests running in tests).
+  void set_step_delay(absl::Duration delay) { step_delay_ = delay; }
   // The next Forward fails with INTERNAL.
   void FailNextForward() { fail_next_ = true; }
 
@@ -60,6 +64,7 @@ class FakeModelExecutor : public ModelExecutor {
   std::vector<int32_t> slot_position_;
   int64_t eos_at_length_ = 0;
   bool fail_next_ = false;
+  absl::Duration step_delay_ = absl::ZeroDuration();
   std::vector<BatchRecord> batches_;
 };
 
