@@ -748,8 +748,11 @@ absl::Status GpuModelExecutor::Run(const ForwardBatch& batch, int mode,
   shape.batch = padded_b;
   shape.num_tokens = batch.is_decode ? padded_b : T;
   shape.max_extend_len = max_ext;
-  const int32_t R = batch.return_all_logits ? T : B;
-  shape.logit_rows = batch.return_all_logits ? T : padded_b;
+  // Decode: one row per sequence either way (so return_all_logits shares the
+  // graph of its bucket).
+  const bool all_rows = batch.return_all_logits && !batch.is_decode;
+  const int32_t R = all_rows ? T : B;
+  shape.logit_rows = all_rows ? T : padded_b;
 
   // Metadata into the pinned block, then one copy.
   int32_t* qo = m.Host<int32_t>(m.off_qo);
@@ -778,9 +781,7 @@ absl::Status GpuModelExecutor::Run(const ForwardBatch& batch, int mode,
   }
   int32_t* rows = m.Host<int32_t>(m.off_rows);
   for (int32_t r = 0; r < shape.logit_rows; ++r) {
-    rows[r] = batch.return_all_logits ? r
-              : r < B                 ? batch.qo_indptr[r + 1] - 1
-                                      : T + (r - B);
+    rows[r] = all_rows ? r : r < B ? batch.qo_indptr[r + 1] - 1 : T + (r - B);
   }
   gpu::DeviceSamplingParams* dp =
       m.Host<gpu::DeviceSamplingParams>(m.off_params);

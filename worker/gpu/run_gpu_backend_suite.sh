@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# GPU-machine half of the worker GPU backend validation (issue 8). The
+# binaries are built on the CPU machine with Bazel and carried in a folder
+# (default .gpu-run, made by worker/gpu/stage_gpu_run.sh):
+#   .gpu-run/bin/      gpu_model_executor_device_test, gpu_model_benchmark,
+#                      make_random_checkpoint, and the cluster layout
+#                      cache_service/ worker/ (= //worker/gpu:worker_gpu)
+#                      router/ (router, workload_runner, local_cluster)
+#   .gpu-run/lib.tar.xz  Debian shared libraries the binaries need
+#   .gpu-run/shared/golden  copy of shared/golden
+#
+#   worker/gpu/run_gpu_backend_suite.sh [RUN_DIR] [STEPS]
+#     STEPS: comma list of test,bench,e2e (default all)
+# Logs go to $OUT (device tool) or /tmp/gpu-backend; prints a summary last.
+set -uo pipefail
+R="${1:-.gpu-run}"
+STEPS=",${2:-test,bench,e2e},"
+LOG="${OUT:-/tmp/gpu-backend}"
+mkdir -p "${LOG}" "${R}/lib"
+[[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
+export LD_LIBRARY_PATH="${PWD}/${R}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export RADIXKV_SHARED_DIR="${PWD}/${R}/shared"
+B="${R}/bin"
+declare -A rc
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"${LOG}/gpu.txt" 2>&1
+
+if [[ "${STEPS}" == *,test,* ]]; then
+  "${B}/make_random_checkpoint" --out=/tmp/tc-model --layers=2 --hidden=512 \
+    --heads=8 --kv_heads=2 --head_dim=64 --intermediate=1024 --vocab=1000 \
+    --dtype=bf16 >/dev/null
+  RADIXKV_TC_MODEL_DIR=/tmp/tc-model timeout "${TEST_TIMEOUT:-240}" \
+    "${B}/gpu_model_executor_device_test" >"${LOG}/test.log" 2>&1
+  rc[test]=$?
+fi
+if [[ "${STEPS}" == *,bench,* ]]; then
+  "${B}/make_random_checkpoint" --out=/tmp/bench-model >"${LOG}/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-240}" "${B}/gpu_model_benchmark" \
+    --model_dir=/tmp/bench-model ${BENCH_ARGS:-} >>"${LOG}/bench.log" 2>&1
+  rc[bench]=$?
+fi
+if [[ "${STEPS}" == *,e2e,* ]]; then
+  # cache service + router + one GPU worker (fp32, embedded demo model) on
+  # loopback, bounded multi-turn + shared-prefix workloads.
+  timeout "${E2E_TIMEOUT:-150}" "${B}/router/local_cluster" --bin_dir="${B}" \
+    --run_dir=/tmp/e2e-run --model_dir=models/radixkv-demo-llama \
+    --num_workers=1 --redis=false --worker_nice=0 --kv_capacity_tokens=65536 \
+    --worker_args="--device=gpu --kv_dtype=f32 --max_running_requests=64" \
+    -- --workloads=multi-turn,shared-prefix --configs=cache_aware,cache_off \
+    --max_run_seconds=30 >"${LOG}/e2e.log" 2>&1
+  rc[e2e]=$?
+  cp /tmp/e2e-run/*.log "${LOG}/" 2>/dev/null
+  tar -czf "${LOG}/e2e-logs.tgz" -C /tmp e2e-run 2>/dev/null
+  rm -f "${LOG}"/worker-*.log "${LOG}"/router.log "${LOG}"/cache_service.log
+fi
+
+echo "== gpu: $(cat "${LOG}/gpu.txt")"
+if [[ -f "${LOG}/test.log" ]]; then
+  echo "== device test"
+  grep -E "^(golden|greedy|prefix|gpu-vs-cpu|graphs|tensor-core|\[  FAILED|\[  PASSED|.*seed=)" \
+    "${LOG}/test.log" | tail -70
+  grep -E "Failure|error:" -A3 "${LOG}/test.log" | head -30
+fi
+[[ -f "${LOG}/bench.log" ]] && { echo "== bench"; grep -E "^model|^prefilled|WARNING" "${LOG}/bench.log"; sed -n '/SUMMARY/,$p' "${LOG}/bench.log"; tail -3 "${LOG}/bench.log"; }
+[[ -f "${LOG}/e2e.log" ]] && { echo "== e2e"; tail -40 "${LOG}/e2e.log"; }
+status=0
+for k in "${!rc[@]}"; do
+  echo "step ${k}: rc=${rc[$k]}"
+  [[ "${rc[$k]}" == 0 ]] || status=1
+done
+exit "${status}"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# CPU-machine half: builds the GPU backend binaries and the cluster binaries
+# with Bazel and stages them for the GPU machine in RUN_DIR (default
+# .gpu-run; ignore it in .git/info/exclude and carry it with the device
+# tool), with the Debian shared libraries they need (xz-compressed: the
+# device tool carries at most 64 MiB) and a copy of shared/golden.
+#   worker/gpu/stage_gpu_run.sh [RUN_DIR] [SHARED_DIR]
+set -euo pipefail
+R="${1:-.gpu-run}"
+SHARED="${2:-../shared}"
+bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test \
+  //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
+  //router:router //router:workload_runner //router:local_cluster \
+  //cache_service:cache_service //worker/model:libradixkv_sentencepiece.so
+rm -rf "${R}"
+mkdir -p "${R}"/bin/{worker,router,cache_service} "${R}/lib" "${R}/shared"
+cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
+cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_benchmark,make_random_checkpoint} "${R}/bin/"
+cp bazel-bin/router/{router,workload_runner,local_cluster} "${R}/bin/router/"
+cp bazel-bin/cache_service/cache_service "${R}/bin/cache_service/"
+# The tokenizer plug-in is found next to each executable.
+for d in worker router; do
+  cp bazel-bin/worker/model/libradixkv_sentencepiece.so "${R}/bin/${d}/"
+done
+cp bazel-bin/worker/model/libradixkv_sentencepiece.so "${R}/bin/"
+{ for b in $(find "${R}/bin" -type f); do ldd "${b}"; done; } |
+  awk '/=>/ {print $3}' | sort -u |
+  grep -Ev 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl\.so|librt\.so|/usr/local/cuda' |
+  while read -r so; do cp -L "${so}" "${R}/lib/"; done
+tar -cJf "${R}/lib.tar.xz" -C "${R}/lib" . && rm -rf "${R}/lib"
+cp -r "${SHARED}/golden" "${R}/shared/" && rm -f "${R}/shared/golden/corpus.txt"
+chmod -R u+w "${R}"
+du -sh "${R}"
