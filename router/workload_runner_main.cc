@@ -222,10 +222,11 @@ int main(int argc, char** argv) {
 
   std::string report = absl::StrFormat(
       "radixkv workload report: router %s, %d concurrent streams, seed %u\n"
-      "Sizes are scaled down for the embedded 3M-parameter model on a 2-core "
-      "CPU (the issue's\nshared-prefix defaults 64x16 groups, 2048-token "
-      "system prompts, 256 output tokens are flags:\n--sp_groups=64 "
-      "--sp_prompts_per_group=16 --sp_system_tokens=2048 ...; prompt + "
+      "Sizes are scaled down so that the default comparison takes about a "
+      "minute with the embedded\n3M-parameter model on 2 CPU cores (the "
+      "issue's shared-prefix defaults 64x16 groups, 2048-token\nsystem "
+      "prompts, 256 output tokens are flags: --sp_groups=64 "
+      "--sp_prompts_per_group=16\n--sp_system_tokens=2048 ...; prompt + "
       "output must fit %d positions).\nEach run starts with a flushed cache; "
       "greedy decoding with ignore_eos (fixed output lengths).\n\n",
       options.router_address, options.concurrency, seed, max_context);
