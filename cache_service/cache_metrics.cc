@@ -131,18 +131,18 @@ void CacheMetrics::ObserveRpc(CacheRpc rpc, absl::StatusCode code,
   int index = static_cast<int>(rpc);
   if (index < 0 || index >= static_cast<int>(CacheRpc::kCount)) return;
   rpc_latency_[index]->Observe(seconds);
-  prometheus::Counter* counter = nullptr;
-  {
+  const int code_index = static_cast<int>(code);
+  if (code_index < 0 || code_index >= kNumCodes) return;
+  std::atomic<prometheus::Counter*>& slot = rpc_total_[index][code_index];
+  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {
     absl::MutexLock lock(&mu_);
-    auto key = std::make_pair(index, static_cast<int>(code));
-    auto it = rpc_total_.find(key);
-    if (it == rpc_total_.end()) {
+    counter = slot.load(std::memory_order_acquire);
+    if (counter == nullptr) {
       counter =
           &rpc_total_family_.Add({{"rpc", CacheRpcName(rpc)},
                                   {"code", absl::StatusCodeToString(code)}});
-      rpc_total_.emplace(key, counter);
-    } else {
-      counter = it->second;
+      slot.store(counter, std::memory_order_release);
     }
   }
   counter->Increment();

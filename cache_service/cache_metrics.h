@@ -27,6 +27,7 @@
 #define RADIXKV_CACHE_SERVICE_CACHE_METRICS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -113,11 +114,16 @@ class CacheMetrics {
   std::array<prometheus::Histogram*, static_cast<int>(CacheRpc::kCount)>
       rpc_latency_{};
 
+  // radixkv_cache_rpc_total series by [rpc][status code], created on first
+  // use (under mu_), read without a lock.
+  static constexpr int kNumCodes = 17;
+  std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>,
+             static_cast<int>(CacheRpc::kCount)>
+      rpc_total_{};
+
   absl::Mutex mu_;
   int64_t last_expired_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, WorkerSeries> workers_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<int, int>, prometheus::Counter*> rpc_total_
-      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace radixkv::cache_service

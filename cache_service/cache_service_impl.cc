@@ -437,7 +437,7 @@ void CacheServiceImpl::CommitAndFinishLocked(
                     Finish(reactor, rpc, start, absl::OkStatus());
                     return;
                   }
-                  journal_broken_.store(true);
+                  MarkJournalBroken();
                   Finish(reactor, rpc, start,
                          absl::UnavailableError(absl::StrCat(
                              "journal write failed: ", status.message())));
@@ -688,7 +688,7 @@ int CacheServiceImpl::SweepOnce() {
         if (journal_ != nullptr) {
           JournalLocked(JournalOp::kSweep, now_ms, "",
                         [this](const absl::Status& status) {
-                          if (!status.ok()) journal_broken_.store(true);
+                          if (!status.ok()) MarkJournalBroken();
                         });
         }
       }
@@ -696,6 +696,12 @@ int CacheServiceImpl::SweepOnce() {
   }
   RefreshMetrics();
   return expired;
+}
+
+void CacheServiceImpl::MarkJournalBroken() {
+  if (!journal_broken_.exchange(true) && options_.availability_observer) {
+    options_.availability_observer(false);
+  }
 }
 
 void CacheServiceImpl::RepairJournal() {
@@ -712,6 +718,7 @@ void CacheServiceImpl::RepairJournal() {
     return;
   }
   journal_broken_.store(false);
+  if (options_.availability_observer) options_.availability_observer(true);
   spdlog::info("redis journal repaired; state rebuilt from redis");
 }
 

@@ -86,6 +86,10 @@ struct CacheServiceOptions {
   // The service never lets its time go backwards (it uses the max of this
   // and the last time it used, recovered from the journal after a restart).
   std::function<int64_t()> clock_ms;
+  // Called with false when a journal write fails (the service then answers
+  // UNAVAILABLE) and with true once the state is rebuilt from Redis; main
+  // uses it to drop and restore grpc.health.v1 readiness. Any thread.
+  std::function<void(bool available)> availability_observer;
 };
 
 // What start-up recovery found in Redis.
@@ -222,6 +226,8 @@ class CacheServiceImpl final
               const absl::Status& status);
   // UNAVAILABLE while the journal is broken or the service stops.
   absl::Status Available() const;
+  // Sets journal_broken_ (first time: tells the availability observer).
+  void MarkJournalBroken();
   // Rebuilds from Redis after a journal failure (sweep thread).
   void RepairJournal();
   void RefreshMetrics();

@@ -66,6 +66,9 @@ class ServiceHarness {
     options.max_prompt_tokens = kMaxPrompt;
     options.snapshot_every_ops = snapshot_every_ops;
     options.clock_ms = [this] { return now_ms_.load(); };
+    options.availability_observer = [this](bool available) {
+      (available ? available_events_ : unavailable_events_).fetch_add(1);
+    };
     metrics_ = std::make_shared<CacheMetrics>(
         *registry_, journal != nullptr ? "redis" : "memory");
     auto service =
@@ -85,6 +88,8 @@ class ServiceHarness {
   }
 
   bool ok() const { return stub_ != nullptr; }
+  int available_events() const { return available_events_.load(); }
+  int unavailable_events() const { return unavailable_events_.load(); }
   pb::CacheService::Stub& stub() { return *stub_; }
   CacheServiceImpl& service() { return *service_; }
   void Advance(int64_t ms) { now_ms_ += ms; }
@@ -212,6 +217,8 @@ class ServiceHarness {
 
  private:
   std::atomic<int64_t> now_ms_{kStartMs};
+  std::atomic<int> available_events_{0};
+  std::atomic<int> unavailable_events_{0};
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<CacheMetrics> metrics_;
   std::unique_ptr<CacheServiceImpl> service_;
@@ -889,8 +896,10 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
     EXPECT_EQ(h.stub().Stats(&ctx, pb::StatsRequest(), &stats).error_code(),
               grpc::StatusCode::UNAVAILABLE);
   }
+  EXPECT_EQ(h.unavailable_events(), 1);  // main drops health readiness
   // Repair fails while Redis is down; the service stays UNAVAILABLE.
   h.service().SweepOnce();
+  EXPECT_EQ(h.available_events(), 0);
   EXPECT_EQ(h.Acquire("w0", 1, Range(1, 5), &a).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   // Redis comes back (same port, same appendonly file): the sweep rebuilds
@@ -898,6 +907,7 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
   auto again = RedisServerProcess::Start(dir, port);
   ASSERT_TRUE(again.ok()) << again.status();
   h.service().SweepOnce();
+  EXPECT_EQ(h.available_events(), 1);
   EXPECT_EQ(h.Dump(), acknowledged);
   ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 6), &a).ok());
   ExpectSlotsAddUp(h.Stats());

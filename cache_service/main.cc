@@ -3,6 +3,7 @@
 // (plus grpc.health.v1), with Prometheus /metrics and, with --redis, a
 // write-ahead journal in Redis from which a restarted process rebuilds its
 // state.
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "cache_service/cache_state.h"
 #include "cache_service/eviction_policy.h"
 #include "cache_service/redis_journal.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "process/process_lifecycle.h"
 #include "spdlog/spdlog.h"
 
@@ -189,6 +191,17 @@ int main(int argc, char** argv) {
         "persistence: memory (no --redis): the cache state is lost when this "
         "process exits");
   }
+  // Readiness follows the journal: NOT_SERVING while Redis cannot be written.
+  std::atomic<grpc::Server*> grpc_server{nullptr};
+  options.availability_observer = [&grpc_server](bool available) {
+    spdlog::log(available ? spdlog::level::info : spdlog::level::err,
+                "redis journal {}: health {}",
+                available ? "repaired" : "failed",
+                available ? "SERVING" : "NOT_SERVING");
+    if (grpc::Server* server = grpc_server.load()) {
+      server->GetHealthCheckService()->SetServingStatus(available);
+    }
+  };
   auto service =
       cs::CacheServiceImpl::Create(options, std::move(journal), metrics);
   if (!service.ok()) {
@@ -204,6 +217,7 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
+  grpc_server.store((*server)->server());
   spdlog::info(
       "cache_service serving gRPC on port {} (radixkv.v1.CacheService, "
       "grpc.health.v1), /metrics on port {}, persistence={}, "
@@ -214,6 +228,7 @@ int main(int argc, char** argv) {
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Shutdown(absl::Seconds(5));
+  grpc_server.store(nullptr);
   service->reset();  // stops the sweep, flushes the journal
   spdlog::info("cache_service stopped cleanly");
   return 0;
