@@ -381,8 +381,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
     return absl::AlreadyExistsError(
         absl::StrCat("request_id '", id, "' is already in flight"));
   }
-  int64_t queued =
-      static_cast<int64_t>(submitted_.size()) + stats_.load.waiting_requests();
+  const int64_t queued =
+      static_cast<int64_t>(submitted_.size()) + waiting_published_;
   if (queued >= options_.max_waiting_requests) {
     return absl::ResourceExhaustedError("waiting queue is full");
   }
@@ -1165,6 +1165,7 @@ void Scheduler::PublishLoad() {
   }
   absl::MutexLock lock(&mu_);
   stats_.load.set_running_requests(static_cast<int32_t>(running_.size()));
+  waiting_published_ = static_cast<int64_t>(waiting_.size());
   stats_.load.set_waiting_requests(
       static_cast<int32_t>(waiting_.size() + submitted_.size()));
   stats_.load.set_outstanding_tokens(outstanding);

@@ -244,6 +244,8 @@ class Scheduler {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   uint64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;
+  // waiting_.size() as of the last step (for the queue limit).
+  int64_t waiting_published_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Scheduler-thread state.
   std::deque<std::unique_ptr<Sequence>> waiting_;

@@ -495,6 +495,25 @@ TEST_F(SchedulerTest, BadInputIsRejectedBeforeAnyMemoryIsTaken) {
   RunUntilIdle();
 }
 
+TEST_F(SchedulerTest, FullWaitingQueueIsResourceExhausted) {
+  SchedulerOptions options;
+  options.max_running_requests = 1;
+  options.max_waiting_requests = 2;
+  Init(256, 1, options);
+  auto a = Submit(Request("a", RandomPrompt(4), 3));
+  auto b = Submit(Request("b", RandomPrompt(4), 3));
+  EXPECT_EQ(
+      scheduler_->Submit(Request("c", RandomPrompt(4), 3)).status().code(),
+      absl::StatusCode::kResourceExhausted);
+  scheduler_->Step();  // a runs, b waits: one queue place is free again.
+  auto c = Submit(Request("c", RandomPrompt(4), 3));
+  EXPECT_EQ(
+      scheduler_->Submit(Request("d", RandomPrompt(4), 3)).status().code(),
+      absl::StatusCode::kResourceExhausted);
+  RunUntilIdle();
+  for (auto* s : {&a, &b, &c}) EXPECT_TRUE(Collect(**s).status.ok());
+}
+
 TEST_F(SchedulerTest, CacheServiceUnavailableFailsRequestWithoutLeaks) {
   Init(256, 1);
   cache_->SetUnavailable(true);
