@@ -157,9 +157,9 @@ absl::Status ValidateFlags() {
 #if defined(RADIXKV_WITH_GPU_BACKEND)
   if (absl::GetFlag(FLAGS_device) != "cpu" &&
       absl::GetFlag(FLAGS_device) != "gpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device must be cpu or gpu, got '", absl::GetFlag(FLAGS_device),
-        "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or gpu, got '",
+                     absl::GetFlag(FLAGS_device), "'"));
   }
 #else
   if (absl::GetFlag(FLAGS_device) != "cpu") {
@@ -309,9 +309,11 @@ int main(int argc, char** argv) {
           absl::GetFlag(FLAGS_decode_partition_size);
     }
     executor = worker::GpuModelExecutor::Create(gpu_options);
-  } else
+  }
 #endif
-  executor = worker::CpuModelExecutor::Create(executor_options);
+  if (absl::GetFlag(FLAGS_device) == "cpu") {
+    executor = worker::CpuModelExecutor::Create(executor_options);
+  }
   if (!executor.ok()) {
     spdlog::critical("cannot load the model from {}: {}", model_dir,
                      executor.status().ToString());
