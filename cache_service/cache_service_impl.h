@@ -16,9 +16,9 @@
 // in flight; the change itself is acknowledged only once durable.
 // A snapshot (CacheState::Serialize(), taken under the mutex) is queued to
 // atomically replace the journal (MULTI/EXEC) once at least
-// --snapshot_every_ops operations AND at least as many journal bytes as the
-// last snapshot's size were written since the last one: replay stays bounded
-// and the snapshot cost stays amortized O(1) per journaled byte however large
+// --snapshot_every_ops operations AND at least 4x the last snapshot's size in
+// journal bytes were written since the last one: replay stays bounded and
+// the snapshot cost stays amortized O(1) per journaled byte however large
 // the state grows.
 // Start-up: Restore(snapshot) + replay of the journal with the recorded
 // times (CacheState is deterministic in its inputs), CheckInvariants(), then
@@ -77,8 +77,8 @@ struct CacheServiceOptions {
   // Longest prompt accepted by Match/Acquire, tokens, in [1, 1,048,576].
   int64_t max_prompt_tokens = kMaxPromptTokens;
   // Least journaled operations between two snapshots (Redis mode), >= 1; a
-  // snapshot also waits until the journal since the last one is as large as
-  // that snapshot.
+  // snapshot also waits until the journal since the last one is 4x as large
+  // as that snapshot.
   int64_t snapshot_every_ops = 10'000;
   // Period of the background expiry/dead-worker sweep and metrics refresh.
   absl::Duration sweep_interval = absl::Milliseconds(250);
