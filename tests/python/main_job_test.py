@@ -1,0 +1,74 @@
+"""The main job end to end at a small size: the C++ launcher
+(router/local_cluster) starts redis-server, the cache service, two CPU
+workers and the router, runs the workload runner on all three workloads with
+the cache on and off, prints the report and stops everything; the JSON
+summary holds the expected request counts, no errors, no reuse with the
+cache off and less prefill with it on."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
+LAUNCHER = os.path.join(ROOT, "router/local_cluster")
+
+
+class MainJobTest(unittest.TestCase):
+
+    def test_small_main_job_reports_every_run(self):
+        tmp = tempfile.mkdtemp(prefix="main_job_")
+        summary = os.path.join(tmp, "runs.json")
+        csv = os.path.join(tmp, "runs.csv")
+        run = subprocess.run(
+            [LAUNCHER, "--run_dir=" + os.path.join(tmp, "run"), "--",
+             "--configs=cache_aware,cache_off,approx_tree",
+             "--document_qa_configs=cache_aware,cache_off",
+             "--concurrency=4",
+             "--sp_groups=2", "--sp_prompts_per_group=4",
+             "--sp_system_tokens=96", "--sp_question_tokens=16",
+             "--sp_output_tokens=8",
+             "--mt_conversations=3", "--mt_rounds=3", "--mt_system_tokens=32",
+             "--mt_user_tokens=16", "--mt_output_tokens=8",
+             "--dq_document_tokens=200", "--dq_questions=8",
+             "--dq_question_tokens=12", "--dq_output_tokens=8",
+             "--json=" + summary, "--csv=" + csv],
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        out = run.stdout
+        for expected in ("grpc.health.v1 SERVING", "shared-prefix:",
+                         "multi-turn:", "document-qa:", "prefix hit rate",
+                         "TTFT ms p50/p90/p99", "all processes stopped"):
+            self.assertIn(expected, out)
+        with open(os.path.join(tmp, "run", "report.txt")) as f:
+            self.assertIn("multi-turn:", f.read())
+        with open(summary) as f:
+            runs = json.load(f)
+        by = {(r["workload"], r["config"]): r for r in runs}
+        self.assertEqual(len(runs), 3 + 3 + 2)
+        expected_requests = {"shared-prefix": 8, "multi-turn": 9,
+                             "document-qa": 8}
+        for (workload, config), r in by.items():
+            with self.subTest(workload=workload, config=config):
+                self.assertEqual(r["errors"], 0)
+                self.assertEqual(r["requests_ok"], expected_requests[workload])
+                self.assertGreater(r["output_tokens_per_s"], 0)
+                self.assertEqual(sum(r["requests_by_worker"].values()),
+                                 r["requests_ok"])
+                self.assertGreater(r["ttft_ms"]["p50"], 0)
+        for workload in expected_requests:
+            off = by[(workload, "cache_off")]
+            on = by[(workload, "cache_aware")]
+            self.assertEqual(off["cached_tokens"], 0)
+            self.assertEqual(off["prefill_tokens_computed"],
+                             off["prompt_tokens"])
+            self.assertEqual(on["prompt_tokens"], off["prompt_tokens"])
+            self.assertLess(on["prefill_tokens_computed"],
+                            off["prefill_tokens_computed"], workload)
+        with open(csv) as f:
+            self.assertEqual(len(f.read().strip().splitlines()), 1 + len(runs))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
