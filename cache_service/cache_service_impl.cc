@@ -488,11 +488,39 @@ absl::Status CacheServiceImpl::ValidateTokens(
   return absl::OkStatus();
 }
 
+namespace {
+
+// Strings the service stores (in the state, its dumps and the journal) are
+// bounded so that no request can make them grow without limit.
+constexpr size_t kMaxAddressBytes = 256;
+constexpr size_t kMaxModelBytes = 256;
+constexpr size_t kMaxRequestIdBytes = 128;
+
+absl::Status CheckLength(const char* field, const std::string& value,
+                         size_t max_bytes) {
+  if (value.size() <= max_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, " has ", value.size(), " bytes; at most ", max_bytes));
+}
+
+absl::Status ValidateRegister(const pb::RegisterRequest& request) {
+  absl::Status s = CheckLength("address", request.address(), kMaxAddressBytes);
+  if (s.ok()) {
+    s = CheckLength("metrics_address", request.metrics_address(),
+                    kMaxAddressBytes);
+  }
+  if (s.ok()) s = CheckLength("model", request.model(), kMaxModelBytes);
+  return s;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* CacheServiceImpl::Register(
     grpc::CallbackServerContext* context, const pb::RegisterRequest* request,
     pb::RegisterResponse* response) {
   return HandleMutation(context, CacheRpc::kRegister, JournalOp::kRegister,
-                        request, response, &ApplyRegister, absl::OkStatus());
+                        request, response, &ApplyRegister,
+                        ValidateRegister(*request));
 }
 
 grpc::ServerUnaryReactor* CacheServiceImpl::Heartbeat(
@@ -514,7 +542,10 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Acquire(
     pb::AcquireResponse* response) {
   return HandleMutation(context, CacheRpc::kAcquire, JournalOp::kAcquire,
                         request, response, &ApplyAcquire,
-                        ValidateTokens(request->tokens()));
+                        !ValidateTokens(request->tokens()).ok()
+                            ? ValidateTokens(request->tokens())
+                            : CheckLength("request_id", request->request_id(),
+                                          kMaxRequestIdBytes));
 }
 
 grpc::ServerUnaryReactor* CacheServiceImpl::Grow(

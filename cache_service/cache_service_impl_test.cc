@@ -273,6 +273,21 @@ TEST_F(CacheServiceImplTest, RegisterReturnsConfigAndRejectsBadShapes) {
   EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 100, 16, 1));
   EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 8, 16, 1));
   EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Register("w2", 0, 1, 1));
+  EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                            h_.Register("w2", 64, 1, 1, std::string(257, 'm')));
+  {
+    grpc::ClientContext ctx;
+    pb::RegisterRequest req;
+    req.set_worker_id("w2");
+    req.set_address(std::string(1 << 20, 'a'));  // 1 MiB address
+    req.set_capacity_slots(64);
+    req.set_page_size(1);
+    req.set_model("m");
+    req.set_epoch(1);
+    pb::RegisterResponse resp;
+    EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                              h_.stub().Register(&ctx, req, &resp));
+  }
   // Lower epoch; same epoch with another shape.
   EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 128, 16, 6));
   EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 256, 16, 7));
@@ -348,6 +363,19 @@ TEST_F(CacheServiceImplTest, BadTokensAreInvalidArgumentEverywhere) {
         std::vector<int32_t>{1, -1, 2}}) {
     EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Acquire("w0", 1, bad, &acquire));
     EXPECT_REJECTED_UNCHANGED(h_, kInvalid, h_.Match(bad, &match));
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::AcquireRequest req;
+    req.set_worker_id("w0");
+    req.set_epoch(1);
+    req.set_model("m");
+    req.add_tokens(1);
+    req.add_tokens(2);
+    req.set_request_id(std::string(129, 'r'));
+    pb::AcquireResponse resp;
+    EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
+                              h_.stub().Acquire(&ctx, req, &resp));
   }
   // Reserve out of range.
   EXPECT_REJECTED_UNCHANGED(h_, kInvalid,
