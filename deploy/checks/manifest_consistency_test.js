@@ -44,7 +44,9 @@ const IMAGE_SOURCES = {
   'radixkv/router': ['Dockerfile', 'router'],
   'radixkv/worker': ['Dockerfile', 'worker'],
   'radixkv/worker-cuda': ['Dockerfile.worker-cuda', 'worker-cuda', 'worker/gpu/worker_gpu'],
-  'radixkv/worker-rocm': ['Dockerfile.worker-rocm', 'worker-rocm'],
+  // No ROCm-linked worker exists yet; its flags will be worker_gpu's (same
+  // main.cc and GPU backend), so the gpu-rocm command line is checked there.
+  'radixkv/worker-rocm': ['Dockerfile.worker-rocm', 'worker-rocm', 'worker/gpu/worker_gpu'],
 };
 
 /** The binary that runs in a container of `image` for process `proc`. */
