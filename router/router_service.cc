@@ -82,7 +82,13 @@ absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
 RouterService::RouterService(const RouterOptions& options,
                              std::unique_ptr<PromptTokenizer> tokenizer,
                              RouterMetrics* metrics)
-    : options_(options), tokenizer_(std::move(tokenizer)), metrics_(metrics) {
+    : options_(options),
+      tokenizer_(std::move(tokenizer)),
+      metrics_(metrics),
+      // Distinguishes ids assigned by different replicas and restarts.
+      instance_tag_(absl::StrCat(
+          getpid(), "-",
+          absl::Hex(absl::ToUnixNanos(absl::Now()) & 0xffffffff))) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   cache_service_ = radixkv::v1::CacheService::NewStub(grpc::CreateCustomChannel(
@@ -290,7 +296,7 @@ grpc::Status RouterService::Generate(
   GenerateRequest forward = *request;
   if (forward.request_id().empty()) {
     forward.set_request_id(
-        absl::StrCat("router-", getpid(), "-", next_request_id_++));
+        absl::StrCat("router-", instance_tag_, "-", next_request_id_++));
   }
   const std::string& request_id = forward.request_id();
   std::vector<int32_t> tokens;

@@ -119,6 +119,7 @@ class RouterService final : public radixkv::v1::Router::Service {
   const RouterOptions options_;
   const std::unique_ptr<PromptTokenizer> tokenizer_;
   RouterMetrics* const metrics_;
+  const std::string instance_tag_;
   absl::flat_hash_map<std::string, std::unique_ptr<PlacementPolicy>> policies_;
   PlacementPolicy* default_policy_ = nullptr;
   std::unique_ptr<radixkv::v1::CacheService::Stub> cache_service_;
