@@ -742,6 +742,15 @@ void CacheServiceImpl::MarkJournalBroken() {
 }
 
 void CacheServiceImpl::RepairJournal() {
+  if (journal_->fenced()) {
+    if (!fenced_reported_.exchange(true)) {
+      spdlog::critical(
+          "another cache_service opened the redis journal (its owner token "
+          "changed); this process stays UNAVAILABLE (health NOT_SERVING) "
+          "until it is restarted");
+    }
+    return;
+  }
   absl::Status reconnected = journal_->Reconnect();
   if (!reconnected.ok()) {
     spdlog::warn("redis journal still unavailable: {}", reconnected.ToString());

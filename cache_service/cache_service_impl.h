@@ -26,7 +26,8 @@
 // UNAVAILABLE to everything (the in-memory state may be ahead of Redis) until
 // the background sweep reconnects and rebuilds the state from Redis; so a
 // change answered with UNAVAILABLE is not applied, except when Redis stored
-// it but the reply was lost (it then survives, as after a crash).
+// it but the reply was lost (it then survives, as after a crash). A process
+// fenced by a newer one (RedisJournal fencing) stays UNAVAILABLE for good.
 //
 // Lease expiry and dead-worker removal run in a background sweep
 // (ExpireLeases + DropDeadWorkers at the sweep's time), journaled like RPCs
@@ -251,6 +252,7 @@ class CacheServiceImpl final
 
   // Set by a failed journal write; cleared by RepairJournal().
   std::atomic<bool> journal_broken_{false};
+  std::atomic<bool> fenced_reported_{false};
 
   absl::Notification stop_sweep_;
   std::thread sweep_thread_;

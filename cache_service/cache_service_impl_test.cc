@@ -941,5 +941,27 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
   ExpectSlotsAddUp(h.Stats());
 }
 
+TEST(CacheServiceRedisTest, ANewerInstanceFencesTheOlderOne) {
+  auto redis = RedisServerProcess::Start(TempDir("fence"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  ServiceHarness older(OpenJournal((*redis)->port()));
+  ASSERT_TRUE(older.ok());
+  ASSERT_TRUE(older.Register("w0", 64, 1, 1).ok());
+  // A replacement process starts while the old one still runs.
+  ServiceHarness newer(OpenJournal((*redis)->port()));
+  ASSERT_TRUE(newer.ok());
+  EXPECT_EQ(newer.Dump(), older.Dump());
+  pb::AcquireResponse a;
+  EXPECT_EQ(older.Acquire("w0", 1, Range(1, 5), &a).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  older.service().SweepOnce();  // cannot take the journal back
+  EXPECT_EQ(older.Acquire("w0", 1, Range(1, 5), &a).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(older.unavailable_events(), 1);
+  EXPECT_EQ(older.available_events(), 0);
+  ASSERT_TRUE(newer.Acquire("w0", 1, Range(1, 5), &a).ok());
+  EXPECT_EQ(newer.Stats().active_leases(), 1);
+}
+
 }  // namespace
 }  // namespace radixkv::cache_service

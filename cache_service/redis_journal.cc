@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -40,6 +41,29 @@ void AppendArgv(redisContext* context, std::vector<const char*>& argv,
                          lens.data());
 }
 
+// Appends ARGV[2..] to the journal list KEYS[2] if KEYS[1] still holds this
+// process's owner token ARGV[1] (unpack in chunks: Lua's stack is bounded).
+constexpr std::string_view kAppendScript =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
+    "return redis.error_reply('FENCED: another cache_service owns this "
+    "journal') end "
+    "for i = 2, #ARGV, 4000 do "
+    "redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 3999, #ARGV))) "
+    "end "
+    "return #ARGV - 1";
+// Stores snapshot ARGV[2] in KEYS[2] and empties the journal KEYS[3], if
+// KEYS[1] still holds the owner token ARGV[1]. Atomic (a script).
+constexpr std::string_view kSnapshotScript =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
+    "return redis.error_reply('FENCED: another cache_service owns this "
+    "journal') end "
+    "redis.call('SET', KEYS[2], ARGV[2]) "
+    "redis.call('DEL', KEYS[3]) "
+    "return 1";
+constexpr std::string_view kEval = "EVAL";
+constexpr std::string_view kTwo = "2";
+constexpr std::string_view kThree = "3";
+
 }  // namespace
 
 absl::Status ParseRedisAddress(const std::string& address,
@@ -63,7 +87,8 @@ absl::Status ParseRedisAddress(const std::string& address,
 RedisJournal::RedisJournal(const RedisJournalOptions& options)
     : options_(options),
       snapshot_key_(options.key_prefix + ":snapshot"),
-      journal_key_(options.key_prefix + ":journal") {}
+      journal_key_(options.key_prefix + ":journal"),
+      owner_key_(options.key_prefix + ":owner") {}
 
 absl::StatusOr<std::unique_ptr<RedisJournal>> RedisJournal::Open(
     const RedisJournalOptions& options, FlushObserver observer) {
@@ -73,6 +98,16 @@ absl::StatusOr<std::unique_ptr<RedisJournal>> RedisJournal::Open(
     absl::MutexLock lock(&journal->io_mu_);
     absl::Status connected = journal->ConnectLocked();
     if (!connected.ok()) return connected;
+    // Take ownership: every later write checks this token, so a process
+    // that opened the journal earlier can no longer write to it.
+    redisAppendCommand(journal->context_, "INCR %b", journal->owner_key_.data(),
+                       journal->owner_key_.size());
+    absl::StatusOr<ReplyPtr> token = ReadReply(journal->context_);
+    if (!token.ok()) return token.status();
+    if ((*token)->type != REDIS_REPLY_INTEGER) {
+      return absl::UnavailableError("redis: INCR of the owner key failed");
+    }
+    journal->owner_token_ = absl::StrCat((*token)->integer);
   }
   journal->writer_ = std::thread([j = journal.get()] { j->WriterLoop(); });
   return journal;
@@ -192,6 +227,11 @@ absl::Status RedisJournal::Flush() {
   return failure_;
 }
 
+bool RedisJournal::fenced() const {
+  absl::MutexLock lock(&mu_);
+  return fenced_;
+}
+
 absl::Status RedisJournal::healthy() const {
   absl::MutexLock lock(&mu_);
   return failure_;
@@ -205,6 +245,13 @@ int64_t RedisJournal::appended_entries() const {
 absl::Status RedisJournal::Reconnect() {
   absl::Status flushed = Flush();  // drains (and fails) whatever is queued
   (void)flushed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (fenced_) {
+      return absl::FailedPreconditionError(
+          "fenced: another cache_service opened this journal later");
+    }
+  }
   absl::MutexLock io_lock(&io_mu_);
   absl::Status connected = ConnectLocked();
   if (!connected.ok()) return connected;
@@ -227,51 +274,54 @@ absl::Status RedisJournal::Wipe() {
 
 absl::Status RedisJournal::WriteBatchLocked(const std::vector<Item>& batch) {
   if (context_ == nullptr) return absl::UnavailableError("redis not connected");
-  // Build the pipeline: runs of entries become one RPUSH each; a snapshot
-  // becomes MULTI / SET / DEL / EXEC.
+  // One pipeline: each run of entries is one append script, each snapshot one
+  // snapshot script. Both check the owner token first (fencing) and run
+  // atomically in Redis.
   int expected_replies = 0;
-  std::vector<int> exec_reply_index;  // which replies are EXEC results
   size_t i = 0;
   while (i < batch.size()) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    auto add = [&](std::string_view s) {
+      argv.push_back(s.data());
+      lens.push_back(s.size());
+    };
     if (batch[i].is_snapshot) {
-      redisAppendCommand(context_, "MULTI");
-      redisAppendCommand(context_, "SET %b %b", snapshot_key_.data(),
-                         snapshot_key_.size(), batch[i].payload.data(),
-                         batch[i].payload.size());
-      redisAppendCommand(context_, "DEL %b", journal_key_.data(),
-                         journal_key_.size());
-      redisAppendCommand(context_, "EXEC");
-      expected_replies += 4;
-      exec_reply_index.push_back(expected_replies - 1);
+      add(kEval);
+      add(kSnapshotScript);
+      add(kThree);
+      add(owner_key_);
+      add(snapshot_key_);
+      add(journal_key_);
+      add(owner_token_);
+      add(batch[i].payload);
       ++i;
-      continue;
-    }
-    std::vector<const char*> argv = {"RPUSH", journal_key_.data()};
-    std::vector<size_t> lens = {5, journal_key_.size()};
-    while (i < batch.size() && !batch[i].is_snapshot) {
-      argv.push_back(batch[i].payload.data());
-      lens.push_back(batch[i].payload.size());
-      ++i;
+    } else {
+      add(kEval);
+      add(kAppendScript);
+      add(kTwo);
+      add(owner_key_);
+      add(journal_key_);
+      add(owner_token_);
+      while (i < batch.size() && !batch[i].is_snapshot) {
+        add(batch[i].payload);
+        ++i;
+      }
     }
     AppendArgv(context_, argv, lens);
     ++expected_replies;
   }
   absl::Status first_error;
-  size_t next_exec = 0;
   for (int r = 0; r < expected_replies; ++r) {
     absl::StatusOr<ReplyPtr> reply = ReadReply(context_);
     if (!reply.ok()) {
-      // An I/O error leaves the pipeline unusable: stop reading.
       if (first_error.ok()) first_error = reply.status();
-      if (context_->err != 0) break;
-      continue;
-    }
-    if (next_exec < exec_reply_index.size() &&
-        exec_reply_index[next_exec] == r) {
-      ++next_exec;
-      if ((*reply)->type != REDIS_REPLY_ARRAY && first_error.ok()) {
-        first_error = absl::UnavailableError("redis: snapshot EXEC aborted");
+      if (reply.status().message().find("FENCED") != absl::string_view::npos) {
+        absl::MutexLock lock(&mu_);
+        fenced_ = true;
       }
+      // An I/O error leaves the pipeline unusable: stop reading.
+      if (context_->err != 0) break;
     }
   }
   if (!first_error.ok()) {

@@ -3,15 +3,19 @@
 // cache service is appended here and acknowledged to its client only after
 // Redis has accepted it (group commit: one writer thread drains everything
 // queued so far into a single pipelined RPUSH). A snapshot replaces the list
-// atomically (MULTI / SET snapshot / DEL journal / EXEC), so recovery is
+// atomically (a Lua script: SET snapshot, DEL journal), so recovery is
 // always `Restore(snapshot)` followed by a replay of the list, in order.
 //
 // Redis layout (K = key_prefix):
 //   K:snapshot  string, the last snapshot blob (absent before the first one)
 //   K:journal   list, entries appended after that snapshot, oldest first
+//   K:owner     integer, INCRed by every Open(): the fencing token
 //
-// One logical cache service writes a given key_prefix; two processes sharing
-// a prefix would interleave their journals (not detected).
+// Fencing: one logical cache service writes a given key_prefix. Every write
+// is a Lua script that first checks K:owner against the token this process
+// got at Open(); once a newer process has opened the journal (e.g. during a
+// rolling restart), the older one's writes fail with "FENCED" and it can no
+// longer reconnect (fenced()), so two processes never interleave.
 #ifndef RADIXKV_CACHE_SERVICE_REDIS_JOURNAL_H_
 #define RADIXKV_CACHE_SERVICE_REDIS_JOURNAL_H_
 
@@ -105,7 +109,11 @@ class RedisJournal {
 
   // After a failure: reconnects and clears the failure (the caller must
   // rebuild its state from Load(), since writes may have been lost).
+  // FAILED_PRECONDITION when fenced (permanent).
   absl::Status Reconnect();
+
+  // True once a write was refused because a newer process owns the journal.
+  bool fenced() const;
 
   // Deletes both keys (tests and `--redis_reset`-style tooling).
   absl::Status Wipe();
@@ -130,6 +138,8 @@ class RedisJournal {
   const RedisJournalOptions options_;
   const std::string snapshot_key_;
   const std::string journal_key_;
+  const std::string owner_key_;
+  std::string owner_token_;  // set by Open()
   FlushObserver observer_;
 
   // Protects the connection (writer thread, Load, Reconnect, Wipe).
@@ -140,6 +150,7 @@ class RedisJournal {
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;
   // Items queued / written so far (for Flush()).
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t written_ ABSL_GUARDED_BY(mu_) = 0;

@@ -180,6 +180,32 @@ TEST_F(RedisJournalTest, FailureIsReportedAndStopsFurtherAppends) {
   EXPECT_FALSE(journal->Reconnect().ok());
 }
 
+TEST_F(RedisJournalTest, ANewerOpenFencesTheOlderWriter) {
+  auto older = OpenJournal();
+  older->Append("old-1", nullptr);
+  ASSERT_TRUE(older->Flush().ok());
+  auto newer = OpenJournal();  // e.g. the replacement pod of a rolling update
+  absl::Notification done;
+  absl::Status seen;
+  older->Append("old-2", [&](const absl::Status& s) {
+    seen = s;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_FALSE(seen.ok());
+  EXPECT_NE(seen.message().find("FENCED"), absl::string_view::npos) << seen;
+  EXPECT_TRUE(older->fenced());
+  EXPECT_EQ(older->Reconnect().code(), absl::StatusCode::kFailedPrecondition);
+  older->AppendSnapshot("old-snapshot");  // refused: journal failed
+  newer->Append("new-1", nullptr);
+  ASSERT_TRUE(newer->Flush().ok());
+  EXPECT_FALSE(newer->fenced());
+  auto contents = newer->Load();
+  ASSERT_TRUE(contents.ok());
+  EXPECT_FALSE(contents->snapshot.has_value());
+  EXPECT_EQ(contents->entries, std::vector<std::string>({"old-1", "new-1"}));
+}
+
 TEST(RedisJournalOpenTest, UnreachableRedisIsUnavailable) {
   RedisJournalOptions options;
   options.port = PickFreeLoopbackPort();
