@@ -12,6 +12,8 @@ router), through Python clients generated from proto/:
 - an abandoned lease expires after its TTL;
 - random bytes, HTTP/1 and unparseable messages on every port do not take a
   process down; unknown methods are UNIMPLEMENTED;
+- a stalled redis-server (SIGSTOP) makes the journaling cache service answer
+  UNAVAILABLE promptly; after SIGCONT it rebuilds from Redis and serves;
 - kill -9 of a worker mid-stream gives UNAVAILABLE naming the worker (or a
   retry elsewhere), and the dead worker is dropped with nothing held;
 - SIGTERM stops every process with exit code 0.
@@ -663,6 +665,76 @@ class AdversarialInputTest(unittest.TestCase):
         self.assertEqual(code, grpc.StatusCode.OK, details)
         self.assertTrue(last.finished)
         self.assert_accounting()
+
+    # ---- Redis journal stalls ----
+
+    def test_redis_stall_answers_unavailable_then_recovers(self):
+        """A stopped (SIGSTOP) redis-server: mutations answer UNAVAILABLE
+        within the journal's I/O timeout, the service stays up, and after
+        SIGCONT it rebuilds from Redis and serves with exact accounting."""
+        redis_dir = tempfile.mkdtemp(prefix="radixkv_adv_redis_")
+        redis_port = free_port()
+        redis = self.start([
+            "/usr/bin/redis-server", "--bind", "127.0.0.1", "--port",
+            str(redis_port), "--dir", redis_dir, "--save", "",
+            "--appendonly", "no"
+        ])
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", redis_port),
+                                         timeout=1).close()
+                break
+            except OSError:
+                self.assertLess(time.time(), deadline, redis.output())
+                time.sleep(0.05)
+        port = free_port()
+        service = self.start([
+            CACHE_SERVICE, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
+            "--metrics_port=0", "--redis=127.0.0.1:%d" % redis_port,
+            "--redis_key_prefix=adv"
+        ])
+        cs = STUBS.cache_service_pb2_grpc.CacheServiceStub(
+            service.wait_serving(port))
+        self.assertEqual(cs.Stats(CS.StatsRequest(), timeout=5).persistence,
+                         "redis")
+        cs.Register(CS.RegisterRequest(
+            worker_id="adv-redis", address="127.0.0.1:1", capacity_slots=256,
+            page_size=16, model="adv-model", epoch=1, vocab_size=100),
+                    timeout=5)
+        held = cs.Acquire(CS.AcquireRequest(
+            worker_id="adv-redis", epoch=1, tokens=[1, 2, 3]), timeout=5)
+        redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.time()
+            code, details = unary_code(cs.Acquire, CS.AcquireRequest(
+                worker_id="adv-redis", epoch=1, tokens=[1, 2, 4]), timeout=20)
+            self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, details)
+            self.assertLess(time.time() - t0, 15)
+            # While broken every RPC is UNAVAILABLE, promptly.
+            for fn, req in ((cs.Release, CS.ReleaseRequest(
+                    lease_id=held.lease_id)), (cs.Stats, CS.StatsRequest())):
+                self.assertEqual(unary_code(fn, req, timeout=5)[0],
+                                 grpc.StatusCode.UNAVAILABLE)
+            self.assertTrue(service.alive(), service.output())
+        finally:
+            redis.proc.send_signal(signal.SIGCONT)
+        deadline = time.time() + 20
+        while True:
+            code, _ = unary_code(cs.Stats, CS.StatsRequest(), timeout=5)
+            if code == grpc.StatusCode.OK or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(code, grpc.StatusCode.OK, service.output())
+        # The lease acknowledged before the stall survived the rebuild.
+        cs.Release(CS.ReleaseRequest(lease_id=held.lease_id), timeout=5)
+        w = cs.Stats(CS.StatsRequest(worker_id="adv-redis"),
+                     timeout=5).workers[0]
+        self.assertEqual(w.free_slots + w.evictable_slots + w.protected_slots,
+                         256)
+        service.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(service.proc.wait(timeout=30), 0, service.output())
+        redis.kill()
 
     # ---- faults (run last: they change the cluster) ----
 
