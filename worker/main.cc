@@ -347,6 +347,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int port = (*server)->port();
+  // Not ready until the scheduler is wired in (the Worker service answers
+  // UNAVAILABLE until then).
+  grpc::HealthCheckServiceInterface* health =
+      (*server)->server()->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(false);
 
   std::unique_ptr<worker::KvCacheClient> cache;
   const std::string cache_address = absl::GetFlag(FLAGS_cache_service);
@@ -394,6 +399,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   service.set_scheduler(scheduler->get());
+  if (health != nullptr) health->SetServingStatus(true);
   spdlog::info(
       "worker {} serving gRPC on port {} (advertised as {}; health: "
       "grpc.health.v1), cache service: {}",
@@ -404,10 +410,7 @@ int main(int argc, char** argv) {
   spdlog::info("signal {}: draining", sig);
   // Readiness drops first; in-flight streams keep being served while the
   // scheduler finishes (or aborts) them and deregisters.
-  if (auto* health = (*server)->server()->GetHealthCheckService();
-      health != nullptr) {
-    health->SetServingStatus(false);
-  }
+  if (health != nullptr) health->SetServingStatus(false);
   (*scheduler)
       ->Drain(absl::Now() +
               absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));

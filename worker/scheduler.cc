@@ -1072,9 +1072,19 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
       in_flight_.erase(seq->request_id);
     }
   }
-  for (auto& [seq, event] : events) seq->stream->Push(std::move(event));
-  // Then the commits (the RPCs stay off the streaming path).
-  for (auto& [seq, reason] : finished) Finish(seq, reason);
+  // Tokens of continuing sequences go out first; a finished sequence is
+  // committed before its last event, so that a client's next turn (placed
+  // by the router from CacheService.Match) already finds its prefix.
+  std::vector<std::pair<std::shared_ptr<RequestStream>, GenerateEvent>> last;
+  for (auto& [seq, event] : events) {
+    if (event.finished) {
+      last.emplace_back(seq->stream, std::move(event));
+    } else {
+      seq->stream->Push(std::move(event));
+    }
+  }
+  for (auto& [seq, reason] : finished) Finish(seq, reason);  // Frees seq.
+  for (auto& [stream, event] : last) stream->Push(std::move(event));
 
   const double step_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (metrics_ != nullptr) {

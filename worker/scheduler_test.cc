@@ -114,8 +114,8 @@ TEST_F(SchedulerTest, GreedyGenerationMatchesOracleAndCommits) {
   EXPECT_EQ(r.usage.prompt_tokens(), 20);
   EXPECT_EQ(r.usage.cached_tokens(), 0);
   EXPECT_EQ(r.usage.completion_tokens(), 12);
-  // Committed: the prompt and every generated token but the last (its KV
-  // was never computed).
+  // Committed before the final event was streamed: the prompt and every
+  // generated token but the last (its KV was never computed).
   ASSERT_EQ(cache_->commits().size(), 1u);
   std::vector<int32_t> expected = prompt;
   expected.insert(expected.end(), r.tokens.begin(), r.tokens.end() - 1);

@@ -139,6 +139,14 @@ def generate(stub, ids=None, text=None, max_new_tokens=16, ignore_eos=False,
     return tokens, "".join(pieces), last
 
 
+def worker_epoch(stub):
+    """The worker's registered epoch; 0 while starting or unregistered."""
+    try:
+        return stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch
+    except grpc.RpcError:
+        return 0
+
+
 class WorkerWithCacheServiceTest(unittest.TestCase):
 
     @classmethod
@@ -220,6 +228,13 @@ class WorkerWithCacheServiceTest(unittest.TestCase):
         # last (whose KV was never computed), all reusable token-granularly.
         prompt2 = PROMPT_IDS + turn1 + NEXT_TURN_IDS
         committed = len(PROMPT_IDS) + len(turn1) - 1
+        # The worker commits before it streams the last token: what a router
+        # sees right after turn 1 already includes it.
+        match = self.cache_stub.Match(
+            CS.MatchRequest(model="radixkv-demo-llama", tokens=prompt2),
+            timeout=10)
+        matched = {w.worker_id: w.matched_tokens for w in match.workers}
+        self.assertEqual(matched[WORKER_ID], committed)
         turn2, _, last2 = generate(self.stub, ids=prompt2, max_new_tokens=16)
         after2 = self.stats()
         self.assertEqual(last2.usage.cached_tokens, committed)
@@ -408,7 +423,7 @@ class SmallPoolTest(unittest.TestCase):
         self.addCleanup(worker.kill)
         stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
         deadline = time.time() + 30
-        while not stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch:
+        while not worker_epoch(stub):
             self.assertLess(time.time(), deadline, worker.output())
             time.sleep(0.05)
 
@@ -465,7 +480,7 @@ class CacheServiceRestartTest(unittest.TestCase):
         self.addCleanup(worker.kill)
         stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
         deadline = time.time() + 30
-        while not stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch:
+        while not worker_epoch(stub):
             self.assertLess(time.time(), deadline, worker.output())
             time.sleep(0.05)
         first_epoch = stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch
