@@ -151,7 +151,7 @@ int Main() {
       static_cast<double>(e.weight_bytes()) / 2;  // bf16 elements
   struct Row {
     int b;
-    double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms;
+    double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms;
   };
   std::vector<Row> rows;
   for (int B : batches) {
@@ -161,7 +161,8 @@ int Main() {
     }
     std::vector<GpuSamplingParams> params_b(B);
     std::vector<int32_t> tokens;
-    auto run = [&](bool graphs) {
+    auto run = [&](bool graphs, int32_t small_rows = 16) {
+      e.set_small_batch_gemm_max_rows(small_rows);
       e.set_use_graphs(graphs);
       for (int w = 0; w < 3; ++w) {
         Check(e.ForwardSample(step_batches[0], params_b, &tokens), "warm-up");
@@ -175,6 +176,7 @@ int Main() {
       return Median(t);
     };
     const double eager = run(false);
+    const double vendor = B <= 16 ? run(true, 0) : -1;
     const double graph = run(true);
     if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
     auto attn = e.TimeAttentionOnly(20);
@@ -186,7 +188,7 @@ int Main() {
                  flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
     rows.push_back({B, graph * 1e3, eager * 1e3, B / graph,
                     attn.ok() ? *attn * 1e3 : -1, gemm.ok() ? *gemm * 1e3 : -1,
-                    floor_s * 1e3});
+                    floor_s * 1e3, vendor * 1e3});
   }
 
   // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached.

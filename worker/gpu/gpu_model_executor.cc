@@ -218,6 +218,7 @@ struct GpuModelExecutor::Impl {
   int num_sms = 132;
   DType dtype = DType::kBF16;
   int32_t elem = 2;
+  int32_t small_gemm_rows = 0;
 
   // Weights.
   void* embed = nullptr;
@@ -308,6 +309,12 @@ struct GpuModelExecutor::Impl {
   absl::Status Gemm(const void* a, const void* w, float* c, int64_t m,
                     int64_t n, int64_t k, float beta) {
     if (m == 0) return absl::OkStatus();
+    if (m <= small_gemm_rows && dtype != DType::kF32 && k % 8 == 0 &&
+        gpu::LaunchSmallBatchGemm(
+            a, w, c, static_cast<int32_t>(m), static_cast<int32_t>(n),
+            static_cast<int32_t>(k), beta, dtype, stream) == 0) {
+      return absl::OkStatus();
+    }
     const float alpha = 1.0f;
     const BlasDataType t = BlasType(dtype);
     gpu::BlasStatus s = gpu::BlasGemmEx(
@@ -332,6 +339,15 @@ int64_t GpuModelExecutor::capacity_slots() const {
 
 int64_t GpuModelExecutor::pool_bytes() const {
   return 2 * impl_->geometry.BytesPerLayer() * config_.num_hidden_layers;
+}
+
+void GpuModelExecutor::set_small_batch_gemm_max_rows(int32_t rows) {
+  options_.small_batch_gemm_max_rows = std::clamp(rows, 0, 16);
+  impl_->small_gemm_rows = options_.small_batch_gemm_max_rows;
+  // Captured graphs hold the previous choice: drop them.
+  for (auto& [key, exec] : impl_->graphs) hipGraphExecDestroy(exec);
+  impl_->graphs.clear();
+  impl_->seen.clear();
 }
 
 int GpuModelExecutor::num_graphs() const {
@@ -386,6 +402,7 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
   gpu::BlasSetStream(m.blas, m.stream);
   m.dtype = o.dtype;
   m.elem = DTypeBytes(o.dtype);
+  m.small_gemm_rows = std::clamp(o.small_batch_gemm_max_rows, 0, 16);
   e->tc_attention_ =
       o.use_tensor_core_attention && o.dtype != DType::kF32 &&
       (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);

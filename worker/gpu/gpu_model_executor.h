@@ -92,6 +92,10 @@ struct GpuModelExecutorOptions {
   // Use the worker/kernels/hip attention kernels where they apply (2-byte
   // dtype, head_dim 64/128/256); false = always the generic kernel.
   bool use_tensor_core_attention = true;
+  // GEMMs over at most this many rows (2-byte dtypes, K a multiple of 8) use
+  // the weight-streaming kernel of model_kernels.h instead of the vendor
+  // GEMM (decode steps of small batches); 0 = always the vendor GEMM, <= 16.
+  int32_t small_batch_gemm_max_rows = 16;
   // CUDA/HIP device ordinal.
   int device_id = 0;
 };
@@ -151,6 +155,9 @@ class GpuModelExecutor final : public ModelExecutor {
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
   int64_t pool_bytes() const;
+  // Changes small_batch_gemm_max_rows for later steps (benchmarks); drops
+  // the captured graphs.
+  void set_small_batch_gemm_max_rows(int32_t rows);
   // Turns decode graphs on or off for later steps (captured graphs stay).
   void set_use_graphs(bool on) { options_.use_graphs = on; }
   // Number of captured graphs and how the last step ran.

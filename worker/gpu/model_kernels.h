@@ -70,6 +70,17 @@ struct RopeCacheLaunch {
 };
 int LaunchRopeAndCache(const RopeCacheLaunch& a, void* stream);
 
+// Weight-streaming GEMM for decode-sized batches:
+// c[m, n] = sum_k a[m, k] w[n, k] + beta c[m, n] for m < rows <= 16, with a
+// [rows, k] and w [n, k] of `dtype` (kBF16 or kF16), c fp32, fp32
+// accumulation. One warp per output column n reads w's row once with 16-byte
+// loads (k a multiple of 8, a and w 16-byte aligned); memory bound on the
+// weights, where a vendor GEMM at M <= 16 is not (docs/perf.md).
+// Returns hipErrorInvalidValue for unsupported shapes / dtypes.
+int LaunchSmallBatchGemm(const void* a, const void* w, float* c, int32_t rows,
+                         int32_t n, int32_t k, float beta, DType dtype,
+                         void* stream);
+
 // x[t, :] += bias (fp32 [hidden]) for t < num_tokens; x fp32.
 int LaunchAddBias(float* x, const float* bias, int32_t num_tokens,
                   int32_t hidden, void* stream);

@@ -316,6 +316,71 @@ __global__ void CopyPageKernel(void* const* layer_k, void* const* layer_v,
   }
 }
 
+// 8 x 16-bit elements (one 16-byte load) to floats.
+template <DType kDType>
+__device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint16_t lo = static_cast<uint16_t>(words[i] & 0xffffu);
+    const uint16_t hi = static_cast<uint16_t>(words[i] >> 16);
+    if constexpr (kDType == DType::kBF16) {
+      f[2 * i] = Bf16BitsToFloat(lo);
+      f[2 * i + 1] = Bf16BitsToFloat(hi);
+    } else {
+      f[2 * i] = HalfBitsToFloat(lo);
+      f[2 * i + 1] = HalfBitsToFloat(hi);
+    }
+  }
+}
+
+constexpr int kGemvWarps = 8;
+constexpr int kGemvUnroll = 4;
+
+template <DType kDType, int kM>
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize)
+    SmallBatchGemmKernel(const uint4* a, const uint4* w, float* c, int32_t n,
+                         int32_t k8, float beta) {
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = LaneId();
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  if (col >= n) return;
+  const uint4* wr = w + col * k8;
+  float acc[kM];
+#pragma unroll
+  for (int m = 0; m < kM; ++m) acc[m] = 0.0f;
+  for (int32_t base = lane; base < k8; base += kWarpSize * kGemvUnroll) {
+    uint4 wv[kGemvUnroll];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int32_t i = base + u * kWarpSize;
+      wv[u] = i < k8 ? wr[i] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int32_t i = base + u * kWarpSize;
+      if (i >= k8) break;
+      float wf[8];
+      Unpack8<kDType>(wv[u], wf);
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        float af[8];
+        Unpack8<kDType>(a[static_cast<int64_t>(m) * k8 + i], af);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[m] += af[j] * wf[j];
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    const float s = WarpReduceSum(acc[m]);
+    if (lane == 0) {
+      float* out = c + static_cast<int64_t>(m) * n + col;
+      *out = beta != 0.0f ? s + beta * *out : s;
+    }
+  }
+}
+
 constexpr int kRowThreads = 1024;
 
 __global__ void __launch_bounds__(kRowThreads)
@@ -553,6 +618,51 @@ int LaunchCopyPage(void* const* layer_k, void* const* layer_v,
                        geometry, src_page, dst_page, num_tokens);
   }
   return LastError();
+}
+
+int LaunchSmallBatchGemm(const void* a, const void* w, float* c, int32_t rows,
+                         int32_t n, int32_t k, float beta, DType dtype,
+                         void* stream) {
+  if (rows < 1 || rows > 16 || k % 8 != 0 || dtype == DType::kF32 ||
+      (reinterpret_cast<uintptr_t>(a) & 15) != 0 ||
+      (reinterpret_cast<uintptr_t>(w) & 15) != 0) {
+    return static_cast<int>(hipErrorInvalidValue);
+  }
+  if (n == 0) return 0;
+  const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
+  const dim3 block(kGemvWarps * kWarpSize);
+  const uint4* a4 = static_cast<const uint4*>(a);
+  const uint4* w4 = static_cast<const uint4*>(w);
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  auto launch = [&]<DType kD>() {
+    switch (rows) {
+#define RADIXKV_GEMV_CASE(M)                                                 \
+  case M:                                                                    \
+    hipLaunchKernelGGL((SmallBatchGemmKernel<kD, M>), grid, block, 0, s, a4, \
+                       w4, c, n, k / 8, beta);                               \
+    break;
+      RADIXKV_GEMV_CASE(1)
+      RADIXKV_GEMV_CASE(2)
+      RADIXKV_GEMV_CASE(3)
+      RADIXKV_GEMV_CASE(4)
+      RADIXKV_GEMV_CASE(5)
+      RADIXKV_GEMV_CASE(6)
+      RADIXKV_GEMV_CASE(7)
+      RADIXKV_GEMV_CASE(8)
+      RADIXKV_GEMV_CASE(9)
+      RADIXKV_GEMV_CASE(10)
+      RADIXKV_GEMV_CASE(11)
+      RADIXKV_GEMV_CASE(12)
+      RADIXKV_GEMV_CASE(13)
+      RADIXKV_GEMV_CASE(14)
+      RADIXKV_GEMV_CASE(15)
+      RADIXKV_GEMV_CASE(16)
+#undef RADIXKV_GEMV_CASE
+    }
+    return LastError();
+  };
+  return dtype == DType::kBF16 ? launch.template operator()<DType::kBF16>()
+                               : launch.template operator()<DType::kF16>();
 }
 
 int LaunchArgmax(const float* logits, int32_t rows, int32_t vocab,
