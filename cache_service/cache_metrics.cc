@@ -84,6 +84,12 @@ CacheMetrics::CacheMetrics(prometheus::Registry& registry,
                                 "TTL passed.")
                           .Register(registry)
                           .Add({})),
+      worker_expired_leases_(
+          prometheus::BuildCounter()
+              .Name("radixkv_cache_worker_expired_leases_total")
+              .Help("Leases of the worker released by the service because "
+                    "their TTL passed.")
+              .Register(registry)),
       tree_nodes_(prometheus::BuildGauge()
                       .Name("radixkv_cache_tree_nodes")
                       .Help("Radix-tree nodes over all trees.")
@@ -182,6 +188,7 @@ void CacheMetrics::UpdateFromStats(const radixkv::v1::StatsResponse& stats) {
       s.query = &query_tokens_.Add(worker);
       s.hit = &hit_tokens_.Add(worker);
       s.evicted = &evicted_tokens_.Add(worker);
+      s.expired = &worker_expired_leases_.Add(worker);
       s.free = &slots_.Add({{"worker", w.worker_id()}, {"state", "free"}});
       s.evictable =
           &slots_.Add({{"worker", w.worker_id()}, {"state", "evictable"}});
@@ -196,6 +203,7 @@ void CacheMetrics::UpdateFromStats(const radixkv::v1::StatsResponse& stats) {
     Advance(s.query, &s.last_query, w.prefix_query_tokens(), restarted);
     Advance(s.hit, &s.last_hit, w.prefix_hit_tokens(), restarted);
     Advance(s.evicted, &s.last_evicted, w.evicted_tokens(), restarted);
+    Advance(s.expired, &s.last_expired, w.expired_leases(), restarted);
     s.free->Set(static_cast<double>(w.free_slots()));
     s.evictable->Set(static_cast<double>(w.evictable_slots()));
     s.protected_slots->Set(static_cast<double>(w.protected_slots()));
@@ -211,6 +219,7 @@ void CacheMetrics::UpdateFromStats(const radixkv::v1::StatsResponse& stats) {
     query_tokens_.Remove(s.query);
     hit_tokens_.Remove(s.hit);
     evicted_tokens_.Remove(s.evicted);
+    worker_expired_leases_.Remove(s.expired);
     slots_.Remove(s.free);
     slots_.Remove(s.evictable);
     slots_.Remove(s.protected_slots);

@@ -10,6 +10,7 @@
 //   radixkv_cache_evicted_tokens_total{worker}       tokens evicted
 //   radixkv_cache_active_leases{worker}              leases held
 //   radixkv_cache_expired_leases_total               leases released by TTL
+//   radixkv_cache_worker_expired_leases_total{worker}  the same, per worker
 //   radixkv_cache_tree_nodes                         radix-tree nodes
 //   radixkv_cache_persistence{mode}                  1 for redis|memory
 //   radixkv_cache_journal_latency_seconds            one pipelined Redis
@@ -87,9 +88,11 @@ class CacheMetrics {
     int64_t last_query = 0;
     int64_t last_hit = 0;
     int64_t last_evicted = 0;
+    int64_t last_expired = 0;
     prometheus::Counter* query = nullptr;
     prometheus::Counter* hit = nullptr;
     prometheus::Counter* evicted = nullptr;
+    prometheus::Counter* expired = nullptr;
     prometheus::Gauge* free = nullptr;
     prometheus::Gauge* evictable = nullptr;
     prometheus::Gauge* protected_slots = nullptr;
@@ -106,6 +109,7 @@ class CacheMetrics {
   prometheus::Family<prometheus::Counter>& evicted_tokens_;
   prometheus::Family<prometheus::Gauge>& active_leases_;
   prometheus::Counter& expired_leases_;
+  prometheus::Family<prometheus::Counter>& worker_expired_leases_;
   prometheus::Gauge& tree_nodes_;
   prometheus::Histogram& journal_latency_;
   prometheus::Histogram& journal_batch_;

@@ -37,6 +37,7 @@ TEST(CacheMetricsTest, ExposesPerWorkerStateAndMonotonicCounters) {
   w->set_prefix_query_tokens(50);
   w->set_prefix_hit_tokens(30);
   w->set_evicted_tokens(4);
+  w->set_expired_leases(2);
   metrics.UpdateFromStats(stats);
   std::string text = Scrape(registry);
   EXPECT_NE(text.find("radixkv_cache_slots{state=\"free\",worker=\"w0\"} 100"),
@@ -56,6 +57,9 @@ TEST(CacheMetricsTest, ExposesPerWorkerStateAndMonotonicCounters) {
   EXPECT_NE(text.find("radixkv_cache_expired_leases_total 3"),
             std::string::npos);
   EXPECT_NE(text.find("radixkv_cache_tree_nodes 7"), std::string::npos);
+  EXPECT_NE(
+      text.find("radixkv_cache_worker_expired_leases_total{worker=\"w0\"} 2"),
+      std::string::npos);
   EXPECT_NE(text.find("radixkv_cache_persistence{mode=\"redis\"} 1"),
             std::string::npos);
 

@@ -639,6 +639,9 @@ TEST_F(CacheServiceImplTest, SweepExpiresLeasesAndDropsDeadWorkers) {
   EXPECT_NE(text.find("radixkv_cache_expired_leases_total 1"),
             std::string::npos)
       << text;
+  EXPECT_NE(
+      text.find("radixkv_cache_worker_expired_leases_total{worker=\"w0\"} 1"),
+      std::string::npos);
   // A heartbeat listing b renews it past its original expiry.
   h_.Advance(kLeaseTtlMs / 2 - 10);
   ASSERT_TRUE(h_.Heartbeat("w0", 1, {b.lease_id()}).ok());
