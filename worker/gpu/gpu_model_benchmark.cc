@@ -151,7 +151,8 @@ int Main() {
       static_cast<double>(e.weight_bytes()) / 2;  // bf16 elements
   struct Row {
     int b;
-    double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms;
+    double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms,
+        streaming_ms;
   };
   std::vector<Row> rows;
   for (int B : batches) {
@@ -161,7 +162,7 @@ int Main() {
     }
     std::vector<GpuSamplingParams> params_b(B);
     std::vector<int32_t> tokens;
-    auto run = [&](bool graphs, int32_t small_rows = 16) {
+    auto run = [&](bool graphs, int32_t small_rows) {
       e.set_small_batch_gemm_max_rows(small_rows);
       e.set_use_graphs(graphs);
       for (int w = 0; w < 3; ++w) {
@@ -175,9 +176,11 @@ int Main() {
       }
       return Median(t);
     };
-    const double eager = run(false);
+    const int32_t rows_default = o.small_batch_gemm_max_rows;
     const double vendor = B <= 16 ? run(true, 0) : -1;
-    const double graph = run(true);
+    const double streaming = B <= 16 ? run(true, 16) : -1;
+    const double eager = run(false, rows_default);
+    const double graph = run(true, rows_default);
     if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
     auto attn = e.TimeAttentionOnly(20);
     auto gemm = e.TimeGemmsOnly(20);
@@ -188,7 +191,7 @@ int Main() {
                  flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
     rows.push_back({B, graph * 1e3, eager * 1e3, B / graph,
                     attn.ok() ? *attn * 1e3 : -1, gemm.ok() ? *gemm * 1e3 : -1,
-                    floor_s * 1e3, vendor * 1e3});
+                    floor_s * 1e3, vendor * 1e3, streaming * 1e3});
   }
 
   // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached.
@@ -240,20 +243,24 @@ int Main() {
     cpu_decode_ms = Median(t) * 1e3;
   }
 
-  std::printf("\nSUMMARY (bf16, page_size 16, context %d, H200)\n", ctx);
+  std::printf(
+      "\nSUMMARY (bf16, page_size 16, context %d, H200; small-batch GEMM for "
+      "<= %d rows)\n",
+      ctx, o.small_batch_gemm_max_rows);
   std::printf(
       "| batch | step ms (graph) | step ms (eager) | output tok/s | "
       "attention ms | GEMMs ms | attn %% | GEMM %% | launch ovh %% | "
-      "roofline floor ms | floor / step |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "roofline floor ms | floor / step | graph ms, vendor GEMM | graph ms, "
+      "streaming GEMM |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     std::printf(
         "| %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f | %.0f | %.0f "
-        "| %.3f | %.2f |\n",
+        "| %.3f | %.2f | %.3f | %.3f |\n",
         r.b, r.graph_ms, r.eager_ms, r.tok_s, r.attn_ms, r.gemm_ms,
         100 * r.attn_ms / r.graph_ms, 100 * r.gemm_ms / r.graph_ms,
         100 * std::max(0.0, r.eager_ms - r.graph_ms) / r.eager_ms, r.floor_ms,
-        r.floor_ms / r.graph_ms);
+        r.floor_ms / r.graph_ms, r.vendor_ms, r.streaming_ms);
   }
   std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
               ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);
