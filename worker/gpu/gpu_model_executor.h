@@ -95,7 +95,9 @@ struct GpuModelExecutorOptions {
   // GEMMs over at most this many rows (2-byte dtypes, K a multiple of 8) use
   // the weight-streaming kernel of model_kernels.h instead of the vendor
   // GEMM (decode steps of small batches); 0 = always the vendor GEMM, <= 16.
-  int32_t small_batch_gemm_max_rows = 16;
+  // Default 2 from the H200 sweep in docs/perf.md (faster at 1-2 rows,
+  // slower from 4: every weight chunk re-reads `rows` activation chunks).
+  int32_t small_batch_gemm_max_rows = 2;
   // CUDA/HIP device ordinal.
   int device_id = 0;
 };
