@@ -10,8 +10,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/support/server_interceptor.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "spdlog/spdlog.h"
@@ -86,6 +88,46 @@ void RequestShutdown() {
   kill(getpid(), SIGUSR1);
 }
 
+// Counts RPCs in flight: gRPC creates one interceptor per RPC when it arrives
+// and destroys it when the RPC is done.
+class GrpcServer::InFlightCounter {
+ public:
+  class Interceptor : public grpc::experimental::Interceptor {
+   public:
+    explicit Interceptor(std::atomic<int64_t>* count) : count_(count) {
+      count_->fetch_add(1);
+    }
+    ~Interceptor() override { count_->fetch_sub(1); }
+    void Intercept(grpc::experimental::InterceptorBatchMethods* methods)
+        override {
+      methods->Proceed();
+    }
+
+   private:
+    std::atomic<int64_t>* count_;
+  };
+
+  class Factory
+      : public grpc::experimental::ServerInterceptorFactoryInterface {
+   public:
+    explicit Factory(std::shared_ptr<InFlightCounter> counter)
+        : counter_(std::move(counter)) {}
+    grpc::experimental::Interceptor* CreateServerInterceptor(
+        grpc::experimental::ServerRpcInfo*) override {
+      return new Interceptor(&counter_->count);
+    }
+
+   private:
+    std::shared_ptr<InFlightCounter> counter_;
+  };
+
+  std::atomic<int64_t> count{0};
+};
+
+GrpcServer::GrpcServer() : in_flight_(std::make_shared<InFlightCounter>()) {}
+
+int64_t GrpcServer::in_flight_rpcs() const { return in_flight_->count.load(); }
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const std::string& address, const std::vector<grpc::Service*>& services,
     int max_message_bytes) {
@@ -98,6 +140,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<InFlightCounter::Factory>(out->in_flight_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   out->server_ = builder.BuildAndStart();
   if (out->server_ == nullptr || out->port_ == 0) {
     return absl::UnavailableError(
@@ -113,7 +161,13 @@ void GrpcServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  const absl::Time deadline = absl::Now() + grace;
+  while (in_flight_rpcs() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  // Whatever is still running now is past its grace; a short deadline also
+  // closes idle client connections, which gRPC core would otherwise wait for.
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
   server_->Wait();
 }
 
@@ -128,7 +182,11 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   out->registry_ = std::make_shared<prometheus::Registry>();
   if (address.empty()) return out;
   try {  // prometheus-cpp reports bind failures by exception; contain it here.
-    out->impl_->exposer = std::make_unique<prometheus::Exposer>(address);
+    // CivetWeb's defaults (2 threads, no request timeout) let two idle
+    // connections block every scrape.
+    out->impl_->exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", address, "num_threads",
+                                 "8", "request_timeout_ms", "5000"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve /metrics on ", address, ": ", e.what()));

@@ -63,12 +63,19 @@ class GrpcServer {
   grpc::Server* server() { return server_.get(); }
 
   // Marks the process NOT_SERVING on the health service (readiness drops
-  // while draining), then stops accepting RPCs and waits up to `grace` for
-  // in-flight RPCs before cancelling them.
+  // while draining), waits up to `grace` for the RPCs in flight to finish,
+  // then stops the server, cancelling what is still running. Idle client
+  // connections do not hold the shutdown (gRPC core otherwise waits for
+  // every connection to close until the deadline).
   void Shutdown(absl::Duration grace);
 
+  // RPCs currently being handled (all services, health included).
+  int64_t in_flight_rpcs() const;
+
  private:
-  GrpcServer() = default;
+  class InFlightCounter;
+  GrpcServer();
+  std::shared_ptr<InFlightCounter> in_flight_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -1,8 +1,17 @@
 #!/bin/bash
 # Installs the Debian 12 packages radixkv builds, tests and runs with.
-# Idempotent and fast when everything is present; needs root (or sudo) and
-# network access to Debian's archive only. Used by both README commands.
+# Idempotent and fast when everything is present; needs root (or sudo).
+#   install_deps.sh run    what the main job needs (Debian's archive only)
+#   install_deps.sh test   + the test-only tools: Prometheus, Node.js and
+#                          deploy/'s npm packages (npm registry), hipcc
+# README command 1 uses "run", command 2 (and CI) "test".
 set -euo pipefail
+
+PROFILE=${1:-test}
+if [[ "$PROFILE" != run && "$PROFILE" != test ]]; then
+  echo "usage: $0 [run|test]" >&2
+  exit 2
+fi
 
 PACKAGES=(
   # build + test
@@ -20,6 +29,8 @@ PACKAGES=(
   python3 python3-grpcio python3-grpc-tools
   # misc tools the scripts use
   curl procps
+)
+TEST_PACKAGES=(
   # deploy checks: a real Prometheus + promtool, Node.js for the manifest checks
   prometheus nodejs
   # GPU kernels: AMD gfx9 compile-only CI of worker/kernels/hip (ROCm 5.2 HIP,
@@ -33,7 +44,8 @@ PACKAGES=(
 install_deploy_npm() {
   local dir
   dir="$(cd "$(dirname "$0")/.." && pwd)/deploy"
-  [[ "${RADIXKV_SKIP_NPM:-0}" == 1 || ! -f "$dir/package-lock.json" ]] && return 0
+  [[ "$PROFILE" != test || "${RADIXKV_SKIP_NPM:-0}" == 1 ||
+     ! -f "$dir/package-lock.json" ]] && return 0
   if ! command -v npm >/dev/null; then
     ${SUDO:-} apt-get install -y -q --no-install-recommends npm
   fi
@@ -44,6 +56,8 @@ install_deploy_npm() {
   echo "install_deps: npm ci in deploy/"
   (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
 }
+
+if [[ "$PROFILE" == test ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

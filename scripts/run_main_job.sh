@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install_deps.sh
+scripts/install_deps.sh run
 # The launcher's data dependencies are every process it starts.
 bazel build //router:local_cluster
 exec bazel-bin/router/local_cluster "$@"

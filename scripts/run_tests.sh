@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install_deps.sh || exit 1
+scripts/install_deps.sh test || exit 1
 
 # Golden data (HF transformers checkpoints and logits) lives in ../shared.
 export RADIXKV_SHARED_DIR="${RADIXKV_SHARED_DIR:-$(cd .. && pwd)/shared}"
