@@ -15,6 +15,7 @@
 #include "worker/kernels/cpu/decode_attention.h"
 #include "worker/kernels/cpu/extend_attention.h"
 #include "worker/kernels/cpu/reshape_and_cache.h"
+#include "worker/model/rope.h"
 #include "worker/model/safetensors_reader.h"
 
 // OpenBLAS DYNAMIC_ARCH entry points (exported by Debian's libopenblas, not
@@ -89,47 +90,6 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t rows,
     const float inv_rms = 1.0f / std::sqrt(variance + eps);
     for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv_rms);
   }
-}
-
-// HF default RoPE inverse frequencies in fp32:
-// 1 / theta ** (arange(0, D, 2) / D), then the llama3 smoothing if enabled
-// (transformers modeling_rope_utils._compute_llama3_parameters), every
-// operation rounded to float32 as torch does.
-std::vector<float> RopeInvFreq(const ModelConfig& c) {
-  const int32_t half = c.head_dim / 2;
-  std::vector<float> inv_freq(half);
-  for (int32_t i = 0; i < half; ++i) {
-    const float exponent =
-        static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
-    const float p = static_cast<float>(
-        std::pow(c.rope.theta, static_cast<double>(exponent)));
-    inv_freq[i] = 1.0f / p;
-  }
-  if (c.rope.type != RopeType::kLlama3) return inv_freq;
-  const float factor = static_cast<float>(c.rope.factor);
-  const float low = static_cast<float>(c.rope.low_freq_factor);
-  const double old_ctx =
-      static_cast<double>(c.rope.original_max_position_embeddings);
-  const float low_freq_wavelen =
-      static_cast<float>(old_ctx / c.rope.low_freq_factor);
-  const float high_freq_wavelen =
-      static_cast<float>(old_ctx / c.rope.high_freq_factor);
-  const float two_pi = static_cast<float>(2 * M_PI);
-  const float old_ctx_f = static_cast<float>(old_ctx);
-  const float high_minus_low =
-      static_cast<float>(c.rope.high_freq_factor - c.rope.low_freq_factor);
-  for (int32_t i = 0; i < half; ++i) {
-    const float f = inv_freq[i];
-    const float wavelen = two_pi / f;
-    float llama = wavelen > low_freq_wavelen ? f / factor : f;
-    const float smooth = (old_ctx_f / wavelen - low) / high_minus_low;
-    const float smoothed = (1.0f - smooth) * llama / factor + smooth * llama;
-    const bool medium =
-        !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
-    if (medium) llama = smoothed;
-    inv_freq[i] = llama;
-  }
-  return inv_freq;
 }
 
 // In-place rotate-half RoPE on one head vector: dim i pairs with i + D/2.
