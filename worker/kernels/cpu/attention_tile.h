@@ -19,13 +19,17 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
+#include "absl/types/span.h"
 #include "worker/kernels/attention_combine.h"
 #include "worker/kv_cache_layout.h"
 #include "worker/numeric_types.h"
@@ -427,6 +431,51 @@ inline void WriteRows(const RowStates& st, int rows, int head_dim, float* out,
     float* o = out + r * out_stride;
     for (int d = 0; d < head_dim; ++d) o[d] = a[d] * inv;
     if (lse != nullptr) lse[r * lse_stride] = CombineLse(st.m[r], l);
+  }
+}
+
+// Prints "<kernel>: <what>" to stderr and aborts: the kernels' argument
+// checks (a bad argument is a caller bug, not a runtime condition).
+[[noreturn]] inline void FailArgs(const char* kernel, const char* what) {
+  std::fprintf(stderr, "%s: %s\n", kernel, what);
+  std::abort();
+}
+
+// The argument checks ExtendAttention and DecodeAttention share, on an
+// already checked kv_indptr [B+1] (starts at 0, non-decreasing):
+// kv_indices [>= kv_indptr[B]] holds slots in [0, g.capacity_slots()), and
+// num_q_heads is a positive multiple of g.num_kv_heads (the GQA group).
+// Aborts through FailArgs(kernel, ...) otherwise.
+inline void CheckKvIndicesAndHeads(const KvCacheGeometry& g,
+                                   absl::Span<const int32_t> kv_indptr,
+                                   absl::Span<const int64_t> kv_indices,
+                                   int32_t num_q_heads, const char* kernel) {
+  const int64_t total = kv_indptr.back();
+  if (static_cast<int64_t>(kv_indices.size()) < total) {
+    FailArgs(kernel, "kv_indices shorter than kv_indptr[B]");
+  }
+  const int64_t capacity = g.capacity_slots();
+  for (int64_t i = 0; i < total; ++i) {
+    if (kv_indices[i] < 0 || kv_indices[i] >= capacity) {
+      FailArgs(kernel, "kv_indices slot outside the pool");
+    }
+  }
+  if (num_q_heads < 1 || num_q_heads % g.num_kv_heads != 0) {
+    FailArgs(kernel, "num_q_heads not a positive multiple of num_kv_heads");
+  }
+}
+
+// Calls typed(std::type_identity<T>{}) with T the pool's element type
+// (float, bf16_t or fp16_t for DType kF32, kBF16, kF16).
+template <typename F>
+void DispatchKvDType(DType dtype, F&& typed) {
+  switch (dtype) {
+    case DType::kF32:
+      return typed(std::type_identity<float>{});
+    case DType::kBF16:
+      return typed(std::type_identity<bf16_t>{});
+    case DType::kF16:
+      return typed(std::type_identity<fp16_t>{});
   }
 }
 

@@ -1,8 +1,7 @@
 #include "worker/kernels/cpu/decode_attention.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "worker/kernels/attention_combine.h"
@@ -19,29 +18,17 @@ using cpu_attention::kTileTokens;
 using cpu_attention::RowStates;
 
 [[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "DecodeAttention: %s\n", what);
-  std::abort();
+  cpu_attention::FailArgs("DecodeAttention", what);
 }
 
 void Validate(const KvPool& pool, const DecodeAttentionArgs& a) {
-  const KvCacheGeometry& g = pool.geometry();
   if (a.kv_indptr.empty() || a.kv_indptr[0] != 0) Fail("kv_indptr[0] != 0");
   for (size_t b = 1; b < a.kv_indptr.size(); ++b) {
     if (a.kv_indptr[b] < a.kv_indptr[b - 1]) Fail("kv_indptr decreasing");
   }
-  const int64_t total = a.kv_indptr.back();
-  if (static_cast<int64_t>(a.kv_indices.size()) < total) {
-    Fail("kv_indices shorter than kv_indptr[B]");
-  }
-  const int64_t capacity = g.capacity_slots();
-  for (int64_t i = 0; i < total; ++i) {
-    if (a.kv_indices[i] < 0 || a.kv_indices[i] >= capacity) {
-      Fail("kv_indices slot outside the pool");
-    }
-  }
-  if (a.num_q_heads < 1 || a.num_q_heads % g.num_kv_heads != 0) {
-    Fail("num_q_heads not a positive multiple of num_kv_heads");
-  }
+  cpu_attention::CheckKvIndicesAndHeads(pool.geometry(), a.kv_indptr,
+                                        a.kv_indices, a.num_q_heads,
+                                        "DecodeAttention");
   if (a.partition_size < 0) Fail("partition_size < 0");
   if (a.kv_indptr.size() > 1 && (a.q == nullptr || a.out == nullptr)) {
     Fail("q or out is null");
@@ -167,14 +154,10 @@ int32_t ChooseDecodePartitionSize(int64_t batch, int32_t num_kv_heads,
 void DecodeAttention(const KvPool& pool, int layer,
                      const DecodeAttentionArgs& args, CpuThreadPool* threads) {
   Validate(pool, args);
-  switch (pool.dtype()) {
-    case DType::kF32:
-      return DecodeTyped<float>(pool, layer, args, threads);
-    case DType::kBF16:
-      return DecodeTyped<bf16_t>(pool, layer, args, threads);
-    case DType::kF16:
-      return DecodeTyped<fp16_t>(pool, layer, args, threads);
-  }
+  cpu_attention::DispatchKvDType(pool.dtype(),
+                                 [&]<typename T>(std::type_identity<T>) {
+                                   DecodeTyped<T>(pool, layer, args, threads);
+                                 });
 }
 
 }  // namespace radixkv::worker

@@ -1,9 +1,8 @@
 #include "worker/kernels/cpu/extend_attention.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "worker/kernels/attention_combine.h"
@@ -25,8 +24,7 @@ using cpu_attention::RowStates;
 constexpr int kRowsPerTask = 64;
 
 [[noreturn]] void Fail(const char* what) {
-  std::fprintf(stderr, "ExtendAttention: %s\n", what);
-  std::abort();
+  cpu_attention::FailArgs("ExtendAttention", what);
 }
 
 void CheckIndptr(absl::Span<const int32_t> indptr, const char* name) {
@@ -37,25 +35,14 @@ void CheckIndptr(absl::Span<const int32_t> indptr, const char* name) {
 }
 
 void Validate(const KvPool& pool, const ExtendAttentionArgs& a) {
-  const KvCacheGeometry& g = pool.geometry();
   CheckIndptr(a.qo_indptr, "qo_indptr must start at 0 and not decrease");
   CheckIndptr(a.kv_indptr, "kv_indptr must start at 0 and not decrease");
   if (a.qo_indptr.size() != a.kv_indptr.size()) {
     Fail("qo_indptr and kv_indptr sizes differ");
   }
-  const int64_t total = a.kv_indptr.back();
-  if (static_cast<int64_t>(a.kv_indices.size()) < total) {
-    Fail("kv_indices shorter than kv_indptr[B]");
-  }
-  const int64_t capacity = g.capacity_slots();
-  for (int64_t i = 0; i < total; ++i) {
-    if (a.kv_indices[i] < 0 || a.kv_indices[i] >= capacity) {
-      Fail("kv_indices slot outside the pool");
-    }
-  }
-  if (a.num_q_heads < 1 || a.num_q_heads % g.num_kv_heads != 0) {
-    Fail("num_q_heads not a positive multiple of num_kv_heads");
-  }
+  cpu_attention::CheckKvIndicesAndHeads(pool.geometry(), a.kv_indptr,
+                                        a.kv_indices, a.num_q_heads,
+                                        "ExtendAttention");
   if (a.qo_indptr.back() > 0 && (a.q == nullptr || a.k_extend == nullptr ||
                                  a.v_extend == nullptr || a.out == nullptr)) {
     Fail("q, k_extend, v_extend or out is null");
@@ -167,14 +154,10 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
 void ExtendAttention(const KvPool& pool, int layer,
                      const ExtendAttentionArgs& args, CpuThreadPool* threads) {
   Validate(pool, args);
-  switch (pool.dtype()) {
-    case DType::kF32:
-      return ExtendTyped<float>(pool, layer, args, threads);
-    case DType::kBF16:
-      return ExtendTyped<bf16_t>(pool, layer, args, threads);
-    case DType::kF16:
-      return ExtendTyped<fp16_t>(pool, layer, args, threads);
-  }
+  cpu_attention::DispatchKvDType(pool.dtype(),
+                                 [&]<typename T>(std::type_identity<T>) {
+                                   ExtendTyped<T>(pool, layer, args, threads);
+                                 });
 }
 
 }  // namespace radixkv::worker
