@@ -292,6 +292,59 @@ struct GpuModelExecutor::Impl {
     }
     return absl::OkStatus();
   }
+
+  // The tensor-core decode attention arguments (every layer alike) for a
+  // decode step of shape `sh` over this executor's metadata and workspace:
+  // Hq = config.num_attention_heads query heads, softmax scale sm_scale.
+  // partition_size_option >= 0 fixes the split-KV partition (tokens; 0 = one
+  // pass, seed 1.4 v1), < 0 lets gpu::ChooseDecodePartitionSize pick it; a
+  // split whose workspace would exceed decode_ws_bytes falls back to 0.
+  gpu::GpuDecodeArgs DecodeArgs(const Shape& sh, const ModelConfig& config,
+                                float sm_scale, int32_t partition_size_option) {
+    gpu::GpuDecodeArgs a;
+    a.q = q;
+    a.kv_indptr = Dev<int32_t>(off_kv);
+    a.kv_indices = Dev<int64_t>(off_kvi);
+    a.batch_size = sh.batch;
+    a.max_seq_len = std::max(sh.max_seq_len, 1);
+    a.num_q_heads = config.num_attention_heads;
+    a.sm_scale = sm_scale;
+    int32_t ps = partition_size_option >= 0
+                     ? partition_size_option
+                     : gpu::ChooseDecodePartitionSize(
+                           sh.batch, config.num_key_value_heads,
+                           config.num_attention_heads, a.max_seq_len, num_sms);
+    if (gpu::DecodeWorkspaceBytes(sh.batch, config.num_attention_heads,
+                                  config.head_dim, a.max_seq_len,
+                                  ps) > decode_ws_bytes) {
+      ps = 0;
+    }
+    a.partition_size = ps;
+    a.out = attn;
+    a.workspace = decode_ws;
+    a.workspace_bytes = decode_ws_bytes;
+    return a;
+  }
+
+  // The tensor-core extend attention arguments (every layer alike) for an
+  // extend step of shape `sh`: new tokens' Q/K/V from q, k_ext, v_ext, the
+  // prefix from the pool, softmax scale sm_scale.
+  gpu::GpuExtendArgs ExtendArgs(const Shape& sh, const ModelConfig& config,
+                                float sm_scale) {
+    gpu::GpuExtendArgs a;
+    a.q = q;
+    a.k_extend = k_ext;
+    a.v_extend = v_ext;
+    a.qo_indptr = Dev<int32_t>(off_qo);
+    a.kv_indptr = Dev<int32_t>(off_kv);
+    a.kv_indices = Dev<int64_t>(off_kvi);
+    a.batch_size = sh.batch;
+    a.max_extend_len = sh.max_extend_len;
+    a.num_q_heads = config.num_attention_heads;
+    a.sm_scale = sm_scale;
+    a.out = attn;
+    return a;
+  }
 };
 
 GpuModelExecutor::~GpuModelExecutor() = default;
@@ -823,44 +876,12 @@ absl::Status GpuModelExecutor::Run(const ForwardBatch& batch, int mode,
       RETURN_IF_ERROR(
           KernelError(gpu::LaunchRopeAndCache(rl, s), "rope+cache"));
       if (tc_attention_ && sh.is_decode) {
-        gpu::GpuDecodeArgs a;
-        a.q = m.q;
-        a.kv_indptr = m.Dev<int32_t>(m.off_kv);
-        a.kv_indices = m.Dev<int64_t>(m.off_kvi);
-        a.batch_size = sh.batch;
-        a.max_seq_len = std::max(sh.max_seq_len, 1);
-        a.num_q_heads = static_cast<int32_t>(Hq);
-        a.sm_scale = sm_scale;
-        int32_t ps =
-            options_.decode_partition_size >= 0
-                ? options_.decode_partition_size
-                : gpu::ChooseDecodePartitionSize(
-                      sh.batch, static_cast<int32_t>(Hkv),
-                      static_cast<int32_t>(Hq), a.max_seq_len, m.num_sms);
-        if (gpu::DecodeWorkspaceBytes(sh.batch, static_cast<int32_t>(Hq),
-                                      static_cast<int32_t>(D), a.max_seq_len,
-                                      ps) > m.decode_ws_bytes) {
-          ps = 0;
-        }
-        a.partition_size = ps;
-        a.out = m.attn;
-        a.workspace = m.decode_ws;
-        a.workspace_bytes = m.decode_ws_bytes;
-        RETURN_IF_ERROR(gpu::Decode(m.caches[l], a, s));
+        RETURN_IF_ERROR(gpu::Decode(
+            m.caches[l],
+            m.DecodeArgs(sh, c, sm_scale, options_.decode_partition_size), s));
       } else if (tc_attention_) {
-        gpu::GpuExtendArgs a;
-        a.q = m.q;
-        a.k_extend = m.k_ext;
-        a.v_extend = m.v_ext;
-        a.qo_indptr = m.Dev<int32_t>(m.off_qo);
-        a.kv_indptr = m.Dev<int32_t>(m.off_kv);
-        a.kv_indices = m.Dev<int64_t>(m.off_kvi);
-        a.batch_size = sh.batch;
-        a.max_extend_len = sh.max_extend_len;
-        a.num_q_heads = static_cast<int32_t>(Hq);
-        a.sm_scale = sm_scale;
-        a.out = m.attn;
-        RETURN_IF_ERROR(gpu::Extend(m.caches[l], a, s));
+        RETURN_IF_ERROR(
+            gpu::Extend(m.caches[l], m.ExtendArgs(sh, c, sm_scale), s));
       } else {
         gpu::GenericAttentionLaunch a;
         a.q = m.q;
@@ -1020,6 +1041,8 @@ absl::StatusOr<double> TimeLoop(hipStream_t s, int iterations,
 }  // namespace
 
 absl::StatusOr<double> GpuModelExecutor::TimeAttentionOnly(int iterations) {
+  // Any scale times the same kernels; 1/sqrt(64), as before.
+  constexpr float kTimingSmScale = 0.125f;
   Impl& m = *impl_;
   if (!m.have_last) return absl::FailedPreconditionError("no step yet");
   const Impl::Shape sh = m.last_shape;
@@ -1027,43 +1050,13 @@ absl::StatusOr<double> GpuModelExecutor::TimeAttentionOnly(int iterations) {
   return TimeLoop(m.stream, iterations, [&]() -> absl::Status {
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       if (tc_attention_ && sh.is_decode) {
-        gpu::GpuDecodeArgs a;
-        a.q = m.q;
-        a.kv_indptr = m.Dev<int32_t>(m.off_kv);
-        a.kv_indices = m.Dev<int64_t>(m.off_kvi);
-        a.batch_size = sh.batch;
-        a.max_seq_len = std::max(sh.max_seq_len, 1);
-        a.num_q_heads = c.num_attention_heads;
-        a.sm_scale = 0.125f;
-        a.partition_size = options_.decode_partition_size;
-        if (a.partition_size < 0) {
-          a.partition_size = gpu::ChooseDecodePartitionSize(
-              sh.batch, c.num_key_value_heads, c.num_attention_heads,
-              a.max_seq_len, m.num_sms);
-        }
-        if (gpu::DecodeWorkspaceBytes(sh.batch, c.num_attention_heads,
-                                      c.head_dim, a.max_seq_len,
-                                      a.partition_size) > m.decode_ws_bytes) {
-          a.partition_size = 0;
-        }
-        a.out = m.attn;
-        a.workspace = m.decode_ws;
-        a.workspace_bytes = m.decode_ws_bytes;
-        RETURN_IF_ERROR(gpu::Decode(m.caches[l], a, m.stream));
+        RETURN_IF_ERROR(gpu::Decode(
+            m.caches[l],
+            m.DecodeArgs(sh, c, kTimingSmScale, options_.decode_partition_size),
+            m.stream));
       } else if (tc_attention_) {
-        gpu::GpuExtendArgs a;
-        a.q = m.q;
-        a.k_extend = m.k_ext;
-        a.v_extend = m.v_ext;
-        a.qo_indptr = m.Dev<int32_t>(m.off_qo);
-        a.kv_indptr = m.Dev<int32_t>(m.off_kv);
-        a.kv_indices = m.Dev<int64_t>(m.off_kvi);
-        a.batch_size = sh.batch;
-        a.max_extend_len = sh.max_extend_len;
-        a.num_q_heads = c.num_attention_heads;
-        a.sm_scale = 0.125f;
-        a.out = m.attn;
-        RETURN_IF_ERROR(gpu::Extend(m.caches[l], a, m.stream));
+        RETURN_IF_ERROR(gpu::Extend(
+            m.caches[l], m.ExtendArgs(sh, c, kTimingSmScale), m.stream));
       } else {
         return absl::UnimplementedError("generic attention timing");
       }
