@@ -682,19 +682,33 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
         worker->lease_page_refs, " pages (limit ",
         LeasePageRefLimit(allocator.num_pages()), ")"));
   }
-  // Lock first so that eviction cannot take the matched path; undone exactly
-  // if the request cannot be satisfied.
-  if (terminal != nullptr) tree->LockPath(terminal, bit);
-  if (new_pages >
-      allocator.num_free_pages() + allocator.num_evictable_pages()) {
-    if (terminal != nullptr) tree->UnlockPath(terminal, bit);
+  // Only positions [0, prefix_len) get locked (seed 2.3/2.4, SGLang
+  // semantics): the rest of the edge the match ends in stays evictable. Room
+  // is decided before anything changes - the pages the lock would protect
+  // are subtracted from the evictable ones - so a failed call leaves the
+  // state (and CanonicalDump) untouched; the split for the lock happens only
+  // once success is certain.
+  const int64_t free_pages = allocator.num_free_pages();
+  int64_t available_pages = free_pages + allocator.num_evictable_pages();
+  if (new_pages > free_pages && terminal != nullptr) {
+    available_pages -=
+        tree->PagesProtectedByLockPrefix(terminal, prefix_len, bit);
+  }
+  if (new_pages > available_pages) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "worker ", request.worker_id, " needs ", new_pages * page_size,
         " slots for ", num_tokens, " tokens (", prefix_len,
         " cached) + reserve ", request.reserve_tokens, " but only ",
-        allocator.free_slots() + allocator.evictable_slots(),
-        " are free or evictable"));
+        available_pages * page_size,
+        " are free or evictable once the cached prefix is locked"));
   }
+  // Slots of the matched prefix, read before the split below (which moves
+  // the path's last node object to the lower half of its edge).
+  std::vector<int32_t> tree_slots;
+  if (prefix_len > 0) tree_slots = RadixTree::PathSlots(match, bit, prefix_len);
+  // Lock before evicting so that eviction cannot take the matched prefix.
+  if (terminal != nullptr)
+    terminal = tree->LockPrefix(terminal, prefix_len, bit);
   AcquireResult result;
   result.evicted_tokens = EvictUntilFree(*worker, new_pages);
   if (terminal != nullptr) {
@@ -714,8 +728,6 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
   lease.expires_at_ms = now_ms + options_.lease_ttl_ms;
   lease.pages.reserve(total_pages);
   if (prefix_len > 0) {
-    const std::vector<int32_t> tree_slots =
-        RadixTree::PathSlots(match, bit, prefix_len);
     // Whole matched pages are shared: the page holding a logical page's last
     // position holds valid KV for all of its positions (page-consistent
     // tables), seed 1.2 ref_count sharing.
@@ -850,7 +862,6 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
     child.model = p.model;
     child.cache_salt = p.cache_salt;
     child.request_id = p.request_id;
-    child.terminal = p.terminal;
     child.prompt.assign(p.prompt.begin(),
                         p.prompt.begin() + std::min<int64_t>(request.num_tokens,
                                                              p.prompt.size()));
@@ -860,8 +871,11 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
     child.length = request.num_tokens;
     child.expires_at_ms = now_ms + options_.lease_ttl_ms;
     for (int32_t page : child.pages) worker.allocator->Ref(page, true);
-    if (child.terminal != nullptr) {
-      child.terminal->tree()->LockPath(child.terminal, worker.bit);
+    // The child locks only its own prefix [0, prefix_len), which may end
+    // inside the parent's terminal edge (split there, token granular).
+    if (p.terminal != nullptr && child.prefix_len > 0) {
+      child.terminal = p.terminal->tree()->LockPrefix(
+          p.terminal, child.prefix_len, worker.bit);
     }
     Lease* added = leases_.Add(std::move(child));
     worker.lease_ids.insert(added->id);
@@ -916,11 +930,13 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
   if (!request.keep_lease) {
     freed_pages = EndLease(lease);
   } else {
-    tree->LockPath(inserted.terminal, bit);
+    // Lock exactly the committed positions [0, n): Insert's terminal may
+    // be an edge that extends past n (tokens already resident inside it).
+    RadixNode* locked = tree->LockPrefix(inserted.terminal, n, bit);
     if (lease->terminal != nullptr) {
       lease->terminal->tree()->UnlockPath(lease->terminal, bit);
     }
-    lease->terminal = inserted.terminal;
+    lease->terminal = locked;
     // Remap fully duplicated pages to the tree's pages and free the lease's
     // copies (positions [0, resident_before) were already cached).
     const int64_t dup_pages = inserted.resident_before / page_size;
@@ -1441,6 +1457,10 @@ absl::Status CacheStateImpl::CheckInvariants() const {
       if (l.terminal->tree() != FindTree(l.model, l.cache_salt)) {
         return absl::InternalError(absl::StrCat("lease ", id, ": wrong tree"));
       }
+      if (l.terminal->end() < l.prefix_len) {
+        return absl::InternalError(
+            absl::StrCat("lease ", id, ": locked path shorter than prefix"));
+      }
       for (const RadixNode* n = l.terminal; n->parent() != nullptr;
            n = n->parent()) {
         if (!n->resident(worker->bit)) {
@@ -1448,8 +1468,10 @@ absl::Status CacheStateImpl::CheckInvariants() const {
               absl::StrCat("lease ", id, ": locked path not resident"));
         }
         ++lock_refs[{n->id(), worker->bit}];
-        // The locked path spells the lease's resident prefix (the locked
-        // edges may run past it: Acquire does not split).
+        // The locked path spells the lease's resident prefix. Acquire,
+        // Fork and Commit lock exactly [0, prefix_len) (the terminal edge
+        // ends there); leases restored from a snapshot of an older version
+        // may lock an edge running past it.
         for (size_t k = 0; k < n->tokens().size(); ++k) {
           const int64_t p = n->start() + static_cast<int64_t>(k);
           if (p < l.prefix_len && p < static_cast<int64_t>(l.prompt.size()) &&

@@ -14,9 +14,8 @@
 // and node ids come from counters that are part of the state. So
 //   Restore(snapshot) + the same sequence of calls (same arguments, same
 //   now_ms) == the original state, byte for byte in CanonicalDump().
-// A call that fails changes nothing (validation happens before mutation, and
-// the one tentative step, locking the matched path before deciding whether
-// eviction can make room, is undone exactly) - so failed calls may be
+// A call that fails changes nothing (validation, including whether eviction
+// can make room, happens before any mutation) - so failed calls may be
 // journaled and replayed too: they fail again the same way.
 //
 // Residency layout (the design choice the issue asks to document). There is
@@ -361,15 +360,20 @@ class CacheState {
   absl::StatusOr<MatchResult> Match(const MatchRequest& request,
                                     int64_t now_ms) const;
 
-  // Matches on one worker, locks the matched path (lock_ref + 1 up to the
-  // root, seed 2.3), reuses whole matched pages, copies a partially matched
-  // last page into a fresh page (CopyOp), allocates the uncached tail plus
-  // reserve_tokens (evicting unlocked leaves by policy if needed, seed 2.4)
-  // and returns a lease. prefix_len <= len(tokens) - 1.
+  // Matches on one worker, locks the reused prefix [0, prefix_len) (lock_ref
+  // + 1 up to the root, seed 2.3; an edge the prefix ends inside is split
+  // there so the rest of it stays evictable, as SGLang's match_prefix does;
+  // the split is made only once the call is known to succeed), reuses whole
+  // matched pages, copies a partially matched last page into a fresh page
+  // (CopyOp), allocates the uncached tail plus reserve_tokens (evicting
+  // unlocked leaves by policy if needed, seed 2.4) and returns a lease.
+  // prefix_len <= len(tokens) - 1.
   // INVALID_ARGUMENT: bad tokens, reserve out of range, salt too long.
   // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered or
   // model mismatch. RESOURCE_EXHAUSTED: not enough pages even after evicting
-  // every unlocked leaf (state unchanged).
+  // every unlocked leaf, counting the pages the prefix lock protects as
+  // unavailable (state unchanged; the message gives the slots that were
+  // available).
   absl::StatusOr<AcquireResult> Acquire(const AcquireRequest& request,
                                         int64_t now_ms);
 
@@ -384,11 +388,12 @@ class CacheState {
 
   // Makes num_children child leases sharing positions [0, num_tokens) of the
   // parent (page ref counts + 1, no copy; seed 1.2 fork). Each child locks
-  // the parent's tree path and has the parent's prompt truncated to
-  // num_tokens. Renews the parent. NOT_FOUND: unknown or expired lease.
-  // INVALID_ARGUMENT: num_children outside [1, 64], num_tokens outside
-  // [1, lease length]. RESOURCE_EXHAUSTED: the worker's leases would hold
-  // more than max(2^20, 32 x pool pages) page references together (a bound
+  // the parent's tree path up to its own prefix, min(parent prefix_len,
+  // num_tokens) tokens (splitting an edge there), and has the parent's
+  // prompt truncated to num_tokens. Renews the parent. NOT_FOUND: unknown or
+  // expired lease. INVALID_ARGUMENT: num_children outside [1, 64], num_tokens
+  // outside [1, lease length]. RESOURCE_EXHAUSTED: the worker's leases would
+  // hold more than max(2^20, 32 x pool pages) page references together (a bound
   // on lease memory; no change).
   absl::StatusOr<ForkResult> Fork(const ForkRequest& request, int64_t now_ms);
 
@@ -397,7 +402,8 @@ class CacheState {
   // granularity; positions already resident stay with the tree's slots and
   // the lease's duplicates are dropped. Without keep_lease the lease ends:
   // its path is unlocked and every page only it referenced is freed. With
-  // keep_lease the lease stays, locked on the path of the committed tokens,
+  // keep_lease the lease stays, locked on exactly the committed tokens (an
+  // edge they end inside is split there, so Grow can evict the rest),
   // its fully duplicated pages remapped to the tree's pages, its prompt
   // becoming `tokens`, and it is renewed.
   // NOT_FOUND: unknown or expired lease (includes double Commit/Release).

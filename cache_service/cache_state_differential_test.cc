@@ -153,7 +153,7 @@ struct Coverage {
   int64_t acquires = 0, reused_prefixes = 0, partial_page_copies = 0,
           exhausted = 0, evictions = 0, commits = 0, keep_lease_commits = 0,
           forks = 0, cow_grows = 0, expired = 0, wipes = 0, invalid_calls = 0,
-          restores = 0;
+          restores = 0, evicted_beside_locked_prefix = 0;
 };
 Coverage coverage;
 
@@ -363,6 +363,26 @@ class Harness {
     }
   }
 
+  // Pages of w's pool holding a slot s with s % page_size == p % page_size
+  // and simulated KV equal to that of tokens[0..p], for some p < prefix.
+  int64_t PrefixCandidatePages(const SimWorker& w,
+                               const std::vector<int32_t>& tokens,
+                               int64_t prefix) {
+    if (prefix == 0) return 0;
+    const std::vector<uint64_t> h = PrefixHashes(tokens, prefix);
+    std::map<std::pair<uint64_t, int64_t>, int64_t> position_of;
+    for (int64_t p = 0; p < prefix; ++p) {
+      position_of[{h[p], p % w.page_size}] = p;
+    }
+    std::set<int64_t> pages;
+    for (int64_t slot = 0; slot < static_cast<int64_t>(w.pool.size()); ++slot) {
+      if (position_of.count({w.pool[slot], slot % w.page_size}) > 0) {
+        pages.insert(slot / w.page_size);
+      }
+    }
+    return static_cast<int64_t>(pages.size());
+  }
+
   int64_t CachedTokens(const std::string& worker) {
     return state_.Stats(worker, now_)->workers.at(0).cached_tokens;
   }
@@ -545,6 +565,20 @@ class Harness {
     const int64_t expected_match =
         req.disable_match ? 0 : NaiveMatch(wid, req.cache_salt, req.tokens);
     const int64_t cached = CachedTokens(wid);
+    const int64_t n = static_cast<int64_t>(req.tokens.size());
+    const int64_t prefix = std::min(expected_match, n - 1);
+    // Room the naive model guarantees: locking only the prefix can protect
+    // at most the pages holding its KV, i.e. at most the pages with a slot
+    // whose simulated KV equals that of a prefix position at the same page
+    // offset (a superset: copies and stale bytes only add candidates). So
+    // free + evictable - candidates pages are certainly obtainable.
+    const WorkerStats before_stats = state_.Stats(wid, now_)->workers.at(0);
+    const int64_t needed_pages =
+        (n + req.reserve_tokens + w.page_size - 1) / w.page_size -
+        prefix / w.page_size;
+    const int64_t guaranteed_pages =
+        (before_stats.free_slots + before_stats.evictable_slots) / w.page_size -
+        PrefixCandidatePages(w, req.tokens, prefix);
     const int64_t now = now_;
     absl::StatusOr<AcquireResult> r =
         Call([req, now](CacheState& s) { return s.Acquire(req, now); });
@@ -552,11 +586,19 @@ class Harness {
       ASSERT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted)
           << r.status();
       ASSERT_EQ(state_.CanonicalDump(), before) << Where();
+      // Locking must not take more than the matched prefix away from
+      // eviction (a lock of the whole edge the match ends in did).
+      ASSERT_GT(needed_pages, guaranteed_pages)
+          << "Acquire refused " << needed_pages << " pages although at least "
+          << guaranteed_pages
+          << " are obtainable outside the locked prefix: " << r.status() << " "
+          << Where();
       ++coverage.exhausted;
       return;
     }
-    const int64_t n = static_cast<int64_t>(req.tokens.size());
-    const int64_t prefix = std::min(expected_match, n - 1);
+    if (needed_pages <= guaranteed_pages && r->evicted_tokens > 0) {
+      ++coverage.evicted_beside_locked_prefix;
+    }
     ASSERT_EQ(r->matched_tokens, expected_match) << Where();
     ASSERT_EQ(r->prefix_len, prefix) << Where();
     ASSERT_EQ(r->page_aligned_prefix_len, prefix / w.page_size * w.page_size);
@@ -895,11 +937,13 @@ TEST(CacheStateDifferentialTest, RandomOperationSequencesMatchNaiveModel) {
             << " forks=" << c.forks << " cow_grows=" << c.cow_grows
             << " expired=" << c.expired << " wipes=" << c.wipes
             << " invalid_calls=" << c.invalid_calls
-            << " restores=" << c.restores << std::endl;
+            << " restores=" << c.restores << " evicted_beside_locked_prefix="
+            << c.evicted_beside_locked_prefix << std::endl;
   if (sequences >= 100) {
-    for (int64_t n : {c.reused_prefixes, c.partial_page_copies, c.exhausted,
-                      c.evictions, c.keep_lease_commits, c.forks, c.cow_grows,
-                      c.expired, c.wipes, c.invalid_calls, c.restores}) {
+    for (int64_t n :
+         {c.reused_prefixes, c.partial_page_copies, c.exhausted, c.evictions,
+          c.keep_lease_commits, c.forks, c.cow_grows, c.expired, c.wipes,
+          c.invalid_calls, c.restores, c.evicted_beside_locked_prefix}) {
       EXPECT_GT(n, 0);
     }
   }

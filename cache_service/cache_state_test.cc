@@ -118,10 +118,18 @@ TEST_F(CacheStateTest,
   Store("w", Range(1, 8));
   const AcquireResult locked = MustAcquire(Acq("w", {1, 2, 3, 4, 100}));
   EXPECT_EQ(locked.prefix_len, 4);
-  EXPECT_THAT(LockRefs(), ElementsAre(1));
+  // Only the matched prefix is locked (seed 2.3): the edge is split at the
+  // match point, [1..4] locked, [5..8] unlocked and still evictable.
+  EXPECT_THAT(LockRefs(), ElementsAre(1, 0));
+  {
+    const WorkerStats s = StatsOf("w");
+    EXPECT_EQ(s.protected_slots, 5);  // [1..4] shared + the lease's 1 slot
+    EXPECT_EQ(s.evictable_slots, 4);  // [5..8]
+    EXPECT_EQ(s.free_slots, 64 - 9);
+  }
   Store("w", {1, 2, 3, 4, 9});
-  // The split node [1..4] inherited the lock; [5..8] kept it; [9] is free.
-  EXPECT_THAT(LockRefs(), ElementsAre(1, 1, 0));
+  // [1..4] locked; [5..8] and [9] unlocked.
+  EXPECT_THAT(LockRefs(), ElementsAre(1, 0, 0));
   ASSERT_TRUE(state_.Release(locked.lease_id, kNow).ok());
   ExpectInvariants();
   EXPECT_THAT(LockRefs(), ElementsAre(0, 0, 0));
@@ -435,6 +443,151 @@ TEST_F(CacheStateTest, LeasesExpireUnlessRenewed) {
   EXPECT_EQ(state_.Stats("", kNow + ttl)->expired_leases_total, 1);
   EXPECT_EQ(state_.ExpireLeases(kNow + ttl + ttl / 2).expired.size(), 1u);
   EXPECT_EQ(StatsOf("w").free_slots, 64);
+}
+
+// ---- locking only the matched prefix (seed 2.3/2.4) ----
+
+// Adversarial repro: a match ending inside a long cached edge locks only the
+// matched prefix; the rest of the edge is evicted to make room.
+TEST_F(CacheStateTest, AcquireLocksOnlyTheMatchedPrefixOfAnEdge) {
+  Register(Worker("w", 256, 16));
+  Store("w", Range(1, 200));
+  WorkerStats s = StatsOf("w");
+  ASSERT_EQ(s.free_slots, 48);
+  ASSERT_EQ(s.evictable_slots, 208);
+  const AcquireResult a = MustAcquire(Acq("w", Concat({1}, Range(501, 599))));
+  EXPECT_EQ(a.prefix_len, 1);
+  EXPECT_EQ(a.matched_tokens, 1);
+  ASSERT_EQ(a.copy_ops.size(), 1u);
+  EXPECT_EQ(a.copy_ops[0].src_page, 0);  // the page holding token 1
+  EXPECT_EQ(a.copy_ops[0].num_tokens, 1);
+  EXPECT_EQ(a.evicted_tokens, 199);  // [2..200], the unlocked rest
+  s = StatsOf("w");
+  EXPECT_EQ(s.cached_tokens, 1);
+  EXPECT_EQ(s.protected_slots, 128);  // page 0 (locked [1]) + 7 lease pages
+  EXPECT_EQ(s.free_slots, 128);
+  EXPECT_EQ(s.evictable_slots, 0);
+  EXPECT_THAT(LockRefs(), ElementsAre(1));
+  MustCommit(a.lease_id, Concat({1}, Range(501, 599)));
+  ExpectBalanced("w");
+  EXPECT_EQ(StatsOf("w").cached_tokens, 100);
+}
+
+// The largest request that fits exactly, and one page more: the error gives
+// the numbers that were really available (the lock's page excluded) and
+// changes nothing.
+TEST_F(CacheStateTest, AcquireRoomIsCountedAsIfOnlyThePrefixWereLocked) {
+  Register(Worker("w", 256, 16));
+  Store("w", Range(1, 200));
+  const std::string dump = state_.CanonicalDump();
+  // 1 cached token + 256 new: 17 pages; 3 free + 13 evictable - page 0
+  // (locked with the prefix) = 15 pages.
+  const absl::StatusOr<AcquireResult> too_big =
+      state_.Acquire(Acq("w", Concat({1}, Range(300, 555))), kNow);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              HasSubstr("needs 272 slots for 257 tokens (1 cached) + reserve 0 "
+                        "but only 240 are free or evictable"));
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+  ExpectInvariants();
+  // 240 tokens = 15 pages: exactly what is obtainable.
+  const AcquireResult a = MustAcquire(Acq("w", Concat({1}, Range(300, 538))));
+  EXPECT_EQ(a.prefix_len, 1);
+  EXPECT_EQ(a.evicted_tokens, 199);
+  const WorkerStats s = StatsOf("w");
+  EXPECT_EQ(s.free_slots, 0);
+  EXPECT_EQ(s.evictable_slots, 0);
+  EXPECT_EQ(s.protected_slots, 256);
+}
+
+// End to end: Generate([BOS], max_new_tokens = pool - 1) fills the pool with
+// one edge; afterwards every BOS-prefixed prompt must still be admitted
+// (it used to fail until Flush).
+TEST_F(CacheStateTest, FullPoolSingleEdgeStillAdmitsBosPrefixedPrompts) {
+  for (const int32_t page_size : {1, 16}) {
+    SCOPED_TRACE(page_size);
+    state_ = CacheState();
+    Register(Worker("w", 2048, page_size));
+    const AcquireResult gen = MustAcquire(Acq("w", {1}, /*reserve=*/2047));
+    ASSERT_EQ(gen.kv_indices.size(), 2048u);
+    std::vector<int32_t> generated = {1};  // BOS + 2047 tokens, ids < 1000
+    for (int32_t i = 0; i < 2047; ++i) generated.push_back(2 + i % 997);
+    MustCommit(gen.lease_id, generated);
+    WorkerStats s = StatsOf("w");
+    ASSERT_EQ(s.free_slots, 0);
+    ASSERT_EQ(s.evictable_slots, 2048);
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<int32_t> prompt = {1, 700 + i, 800 + i};
+      const AcquireResult a = MustAcquire(Acq("w", prompt));
+      EXPECT_EQ(a.prefix_len, 1);
+      // The first one evicts the 2047 tokens after BOS.
+      EXPECT_EQ(a.evicted_tokens, i == 0 ? 2047 : 0);
+      MustCommit(a.lease_id, prompt);
+    }
+    s = StatsOf("w");
+    EXPECT_EQ(s.cached_tokens, 1 + 3 * 2);
+    EXPECT_EQ(s.protected_slots, 0);
+    ExpectBalanced("w");
+  }
+}
+
+// Commit(keep_lease) locks exactly the committed tokens even when they end
+// inside a cached edge, so Grow can evict the rest of that edge; Grow's
+// error reports what is really available.
+TEST_F(CacheStateTest, KeepLeaseCommitLocksOnlyCommittedTokensForGrow) {
+  Register(Worker("w", 256, 16));
+  Store("w", Range(1, 200));
+  const AcquireResult a = MustAcquire(Acq("w", {1, 2, 3}));
+  ASSERT_EQ(a.prefix_len, 2);
+  const CommitResult c = MustCommit(a.lease_id, {1, 2, 3}, /*keep=*/true);
+  EXPECT_EQ(c.inserted_tokens, 0);
+  WorkerStats s = StatsOf("w");
+  EXPECT_EQ(s.free_slots, 32);        // 3 pages - the lease's copy page
+  EXPECT_EQ(s.evictable_slots, 192);  // pages 1..12 ([4..200])
+  EXPECT_EQ(s.protected_slots, 32);   // page 0 (locked [1..3]) + lease page
+  const std::string dump = state_.CanonicalDump();
+  // 3 + 300 -> 304 slots = 19 pages, 18 new > 2 free + 12 evictable.
+  const absl::StatusOr<GrowResult> too_big =
+      state_.Grow(GrowRequest{a.lease_id, 300}, kNow);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              HasSubstr("needs 288 slots but only 224 are free or evictable"));
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+  absl::StatusOr<GrowResult> g =
+      state_.Grow(GrowRequest{a.lease_id, 200}, kNow);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->kv_indices.size(), 205u);  // up to 208 = 13 pages
+  EXPECT_EQ(g->evicted_tokens, 197);      // [4..200]
+  EXPECT_TRUE(g->copy_ops.empty());
+  ExpectBalanced("w");
+  s = StatsOf("w");
+  EXPECT_EQ(s.free_slots, 32);
+  EXPECT_EQ(s.protected_slots, 224);
+  EXPECT_EQ(s.cached_tokens, 3);
+}
+
+// A forked child locks only its own prefix: once the parent ends, the rest
+// of the parent's prefix is evictable again.
+TEST_F(CacheStateTest, ForkChildLocksOnlyItsPrefix) {
+  Register(Worker("w", 256, 16));
+  Store("w", Range(1, 200));
+  const AcquireResult parent =
+      MustAcquire(Acq("w", Concat(Range(1, 100), {900})));
+  ASSERT_EQ(parent.prefix_len, 100);
+  absl::StatusOr<ForkResult> f =
+      state_.Fork(ForkRequest{parent.lease_id, 1, 20}, kNow);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ExpectInvariants();
+  ASSERT_TRUE(state_.Release(parent.lease_id, kNow).ok());
+  ExpectBalanced("w");
+  const WorkerStats s = StatsOf("w");
+  EXPECT_EQ(s.protected_slots, 32);   // pages 0, 1 ([1..20] and the child)
+  EXPECT_EQ(s.evictable_slots, 176);  // pages 2..12
+  EXPECT_EQ(s.free_slots, 48);
+  EXPECT_THAT(LockRefs(), ElementsAre(1, 0, 0));
+  ASSERT_TRUE(state_.Release(f->children[0].lease_id, kNow).ok());
+  ExpectBalanced("w");
+  EXPECT_EQ(StatsOf("w").evictable_slots, 208);
 }
 
 // ---- error paths: code, message, and no state change ----

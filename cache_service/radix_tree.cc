@@ -218,6 +218,44 @@ void RadixTree::UnlockPath(RadixNode* terminal, int bit) {
   }
 }
 
+RadixNode* RadixTree::LockPrefix(RadixNode* node, int64_t end, int bit) {
+  while (node != nullptr && node != &root_ && node->start() >= end) {
+    node = node->parent_;
+  }
+  if (node == nullptr || node == &root_) return nullptr;
+  if (end < node->end()) node = Split(node, end - node->start());
+  LockPath(node, bit);
+  return node;
+}
+
+int64_t RadixTree::PagesProtectedByLockPrefix(const RadixNode* node,
+                                              int64_t end, int bit) const {
+  while (node != nullptr && node != &root_ && node->start() >= end) {
+    node = node->parent_;
+  }
+  const PageAllocator* allocator = (*workers_)[bit].allocator;
+  const int32_t page_size = PageSize(bit);
+  // Pages of one path are distinct per logical page except the page a split
+  // left straddling two adjacent records, so remembering the last page seen
+  // (walking upwards, positions decreasing) removes every duplicate.
+  int64_t count = 0;
+  int32_t last = -1;
+  for (; node != nullptr && node != &root_; node = node->parent_) {
+    const Residency* r = node->residency(bit);
+    // Locks are path-closed: above a locked record everything is locked.
+    if (r->lock_ref > 0) break;
+    const int64_t take = std::min(end, node->end()) - node->start();
+    for (int64_t i = take - 1; i >= 0;) {
+      const int32_t page = r->slots[i] / page_size;
+      if (page != last && allocator->protect_count(page) == 0) ++count;
+      last = page;
+      // Jump to the last position of the previous page.
+      i -= (r->slots[i] % page_size) + 1;
+    }
+  }
+  return count;
+}
+
 void RadixTree::TouchPath(RadixNode* terminal, int bit, int64_t now_ms,
                           int32_t priority) {
   for (RadixNode* node = terminal; node != nullptr && node != &root_;

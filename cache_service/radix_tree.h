@@ -160,6 +160,25 @@ class RadixTree {
   void LockPath(RadixNode* terminal, int bit);
   void UnlockPath(RadixNode* terminal, int bit);
 
+  // Locks exactly positions [0, end) of the path through `node` on `bit`
+  // (seed 2.3: a lease locks only its matched prefix, as SGLang's
+  // match_prefix splits the last node at the match point). `node` must be
+  // resident on `bit` and on the path, with node->end() >= end (any node
+  // holding position end - 1 or a descendant of it on the path). When end
+  // falls inside an edge, that edge is split at end (token granular) so the
+  // rest of it stays unlocked and evictable. Returns the node now ending at
+  // `end` (the lease terminal to pass to UnlockPath later), or null when
+  // end == 0 (nothing locked).
+  RadixNode* LockPrefix(RadixNode* node, int64_t end, int bit);
+
+  // Pages of `bit`'s pool that LockPrefix(node, end, bit) would turn from
+  // evictable into protected: distinct pages of the unlocked records on the
+  // path of positions [0, end) whose protect_count is 0. Read-only (no split
+  // is made); lets a caller decide whether eviction can make room before it
+  // mutates anything. O(pages on the newly locked part of the path).
+  int64_t PagesProtectedByLockPrefix(const RadixNode* node, int64_t end,
+                                     int bit) const;
+
   // Records an access on terminal and its ancestors: last_access_ms = now,
   // hit_count + 1, priority = max(priority, old).
   void TouchPath(RadixNode* terminal, int bit, int64_t now_ms,
