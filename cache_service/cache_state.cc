@@ -33,6 +33,21 @@ int64_t LeasePageRefLimit(int64_t num_pages) {
   return std::max<int64_t>(int64_t{1} << 20, 32 * num_pages);
 }
 
+// FAILED_PRECONDITION for a call carrying another epoch than the registered
+// one: an older epoch is a stale process; a newer one means the worker
+// restarted and must Register its new epoch first.
+absl::Status EpochMismatch(std::string_view worker_id, int64_t epoch,
+                           int64_t registered) {
+  if (epoch > registered) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", std::string(worker_id), ": epoch ", epoch,
+        " is newer than the registered epoch ", registered, "; re-register"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("worker ", std::string(worker_id), ": stale epoch ", epoch,
+                   " (registered ", registered, ")"));
+}
+
 std::string Quote(std::string_view s) {
   return absl::StrCat("\"", absl::CEscape(std::string(s)), "\"");
 }
@@ -542,9 +557,17 @@ absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
         absl::StrCat("unknown worker ", request.worker_id));
   }
   if (request.epoch != worker->info.epoch) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", request.worker_id, ": stale epoch ",
-                     request.epoch, " (registered ", worker->info.epoch, ")"));
+    return EpochMismatch(request.worker_id, request.epoch, worker->info.epoch);
+  }
+  const WorkerLoad& load = request.load;
+  if (load.running_requests < 0 || load.waiting_requests < 0 ||
+      load.outstanding_tokens < 0 || load.available_slots < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", request.worker_id,
+        ": load values must be >= 0 (running_requests ", load.running_requests,
+        ", waiting_requests ", load.waiting_requests, ", outstanding_tokens ",
+        load.outstanding_tokens, ", available_slots ", load.available_slots,
+        ")"));
   }
   worker->load = request.load;
   worker->last_heartbeat_ms = std::max(worker->last_heartbeat_ms, now_ms);
@@ -569,9 +592,7 @@ absl::StatusOr<DeregisterResult> CacheStateImpl::DeregisterWorker(
         absl::StrCat("unknown worker ", std::string(worker_id)));
   }
   if (epoch != worker->info.epoch) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", std::string(worker_id), ": stale epoch ", epoch,
-                     " (registered ", worker->info.epoch, ")"));
+    return EpochMismatch(worker_id, epoch, worker->info.epoch);
   }
   DeregisterResult result;
   result.released_leases = RemoveWorker(std::string(worker_id));
@@ -631,9 +652,7 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
         absl::StrCat("unknown worker ", request.worker_id));
   }
   if (request.epoch != worker->info.epoch) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", request.worker_id, ": stale epoch ",
-                     request.epoch, " (registered ", worker->info.epoch, ")"));
+    return EpochMismatch(request.worker_id, request.epoch, worker->info.epoch);
   }
   if (!request.model.empty() && request.model != worker->info.model) {
     return absl::FailedPreconditionError(

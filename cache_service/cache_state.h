@@ -339,12 +339,15 @@ class CacheState {
       const RegisterWorkerRequest& request, int64_t now_ms);
 
   // Records load and liveness, renews listed leases of this worker.
-  // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered.
+  // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered
+  // (an older one is "stale"; a newer one asks the worker to re-register).
+  // INVALID_ARGUMENT: a negative load value (nothing changes).
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatRequest& request,
                                             int64_t now_ms);
 
   // Removes a worker with its residency and leases.
-  // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered.
+  // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered
+  // (older: stale; newer: re-register first).
   absl::StatusOr<DeregisterResult> DeregisterWorker(std::string_view worker_id,
                                                     int64_t epoch,
                                                     int64_t now_ms);

@@ -637,11 +637,49 @@ TEST_F(ErrorPathTest, HeartbeatAndDeregister) {
   ExpectError(state_.Heartbeat(HeartbeatRequest{"nope", 1, {}, {}}, kNow),
               C::kNotFound, "unknown worker");
   ExpectError(state_.Heartbeat(HeartbeatRequest{"w", 2, {}, {}}, kNow),
-              C::kFailedPrecondition, "stale epoch");
+              C::kFailedPrecondition,
+              "epoch 2 is newer than the registered epoch 1; re-register");
+  ExpectError(state_.Heartbeat(HeartbeatRequest{"w", 0, {}, {}}, kNow),
+              C::kFailedPrecondition, "stale epoch 0 (registered 1)");
+  // Negative load values are rejected before anything changes.
+  for (int field = 0; field < 4; ++field) {
+    WorkerLoad load{3, 2, 100, 50};
+    switch (field) {
+      case 0:
+        load.running_requests = -1;
+        break;
+      case 1:
+        load.waiting_requests = -1;
+        break;
+      case 2:
+        load.outstanding_tokens = -1;
+        break;
+      case 3:
+        load.available_slots = -1;
+        break;
+    }
+    ExpectError(state_.Heartbeat(HeartbeatRequest{"w", 1, load, {}}, kNow + 5),
+                C::kInvalidArgument, "must be >= 0");
+    const absl::StatusOr<MatchResult> m =
+        state_.Match(MatchRequest{"m", "", {1}}, kNow);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->workers.at(0).load, WorkerLoad{}) << field;
+  }
+
   ExpectError(state_.DeregisterWorker("nope", 1, kNow), C::kNotFound,
               "unknown worker");
   ExpectError(state_.DeregisterWorker("w", 0, kNow), C::kFailedPrecondition,
-              "stale epoch");
+              "stale epoch 0 (registered 1)");
+  ExpectError(state_.DeregisterWorker("w", 5, kNow), C::kFailedPrecondition,
+              "epoch 5 is newer than the registered epoch 1; re-register");
+  // Zero and positive load values are accepted and reach Match.
+  ASSERT_TRUE(
+      state_
+          .Heartbeat(HeartbeatRequest{"w", 1, WorkerLoad{3, 2, 100, 0}, {}},
+                     kNow)
+          .ok());
+  EXPECT_EQ(state_.Match(MatchRequest{"m", "", {1}}, kNow)->workers.at(0).load,
+            (WorkerLoad{3, 2, 100, 0}));
 }
 
 TEST_F(ErrorPathTest, MatchAndAcquireValidation) {
@@ -677,7 +715,9 @@ TEST_F(ErrorPathTest, MatchAndAcquireValidation) {
   ExpectError(state_.Acquire(Acq("nope", {1}), kNow), C::kNotFound,
               "unknown worker");
   ExpectError(state_.Acquire(Acq("w", {1}, 0, 2), kNow), C::kFailedPrecondition,
-              "stale epoch");
+              "epoch 2 is newer than the registered epoch 1; re-register");
+  ExpectError(state_.Acquire(Acq("w", {1}, 0, 0), kNow), C::kFailedPrecondition,
+              "stale epoch 0");
   AcquireRequest other_model = Acq("w", {1});
   other_model.model = "other";
   ExpectError(state_.Acquire(other_model, kNow), C::kFailedPrecondition,
