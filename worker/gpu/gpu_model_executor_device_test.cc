@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "worker/gpu/gpu_model_executor.h"
+#include "worker/model/golden_checkpoints.h"
 #include "worker/model/llama_model.h"
 #include "worker/model/offline_generation.h"
 #include "worker/model/sampler.h"
@@ -33,9 +34,8 @@ namespace radixkv::worker {
 namespace {
 
 using Json = nlohmann::json;
-constexpr int kVocab = 512;
-const char* const kModels[] = {"llama-tiny-fp32", "llama3-gqa-bf16",
-                               "qwen2-tiny-fp32"};
+using testing::PrefillAllLogits;
+constexpr int kVocab = testing::kGoldenVocab;
 
 std::string Shared() {
   absl::StatusOr<std::string> s = testing::FindSharedDir();
@@ -76,23 +76,6 @@ std::unique_ptr<CpuModelExecutor> MakeCpu(const std::string& dir,
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-std::vector<float> PrefillAllLogits(ModelExecutor& e,
-                                    const std::vector<int32_t>& ids) {
-  ForwardBatch b;
-  b.input_ids = ids;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    b.positions.push_back(static_cast<int32_t>(i));
-    b.out_cache_loc.push_back(static_cast<int64_t>(i));
-  }
-  b.qo_indptr = {0, static_cast<int32_t>(ids.size())};
-  b.kv_indptr = {0, 0};
-  b.return_all_logits = true;
-  std::vector<float> logits;
-  absl::Status s = e.Forward(b, &logits);
-  EXPECT_TRUE(s.ok()) << s;
-  return logits;
-}
-
 double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -119,7 +102,7 @@ TEST(GpuGolden, LogitsFp32AndBf16) {
   ASSERT_TRUE(index.ok()) << index.status();
   const Json& seqs = (*index)["sequences"];
   int files = 0;
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       auto e = MakeGpu(shared + "/golden/models/" + model, dtype);
       ASSERT_NE(e, nullptr);
@@ -171,7 +154,7 @@ TEST(GpuGolden, GreedyGenerationsTokenIdenticalFp32) {
       testing::ReadJsonFile(shared + "/golden/generation.json");
   ASSERT_TRUE(gen.ok()) << gen.status();
   int compared = 0;
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       auto e = MakeGpu(shared + "/golden/models/" + model, dtype);
       ASSERT_NE(e, nullptr);
@@ -214,7 +197,7 @@ TEST(GpuGolden, PrefixCacheExtendEqualsOneShot) {
   ASSERT_TRUE(index.ok());
   const auto ids = (*index)["sequences"][3]["ids"].get<std::vector<int32_t>>();
   ASSERT_EQ(ids.size(), 300u);
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     auto e = MakeGpu(shared + "/golden/models/" + model, DType::kF32);
     ASSERT_NE(e, nullptr);
     const std::vector<float> one = PrefillAllLogits(*e, ids);
@@ -359,7 +342,7 @@ TEST(GpuVsCpu, PrefixReuseOnOffSameGreedyTokens) {
   std::vector<int32_t> pa(45), suffix(13);
   for (auto& t : pa) t = tok(rng);
   for (auto& t : suffix) t = tok(rng);
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     const std::string dir = shared + "/golden/models/" + model;
     auto cpu = MakeCpu(dir);
     ASSERT_NE(cpu, nullptr);

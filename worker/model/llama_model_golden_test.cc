@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/model/golden_checkpoints.h"
 #include "worker/model/llama_model.h"
 #include "worker/model/offline_generation.h"
 #include "worker/model/shared_test_data.h"
@@ -22,10 +23,9 @@ namespace radixkv::worker {
 namespace {
 
 using Json = nlohmann::json;
+using testing::PrefillAllLogits;
 
-constexpr int kVocab = 512;
-const char* const kModels[] = {"llama-tiny-fp32", "llama3-gqa-bf16",
-                               "qwen2-tiny-fp32"};
+constexpr int kVocab = testing::kGoldenVocab;
 
 std::unique_ptr<CpuModelExecutor> MakeExecutor(const std::string& dir,
                                                int64_t slots = 4096) {
@@ -37,25 +37,6 @@ std::unique_ptr<CpuModelExecutor> MakeExecutor(const std::string& dir,
       CpuModelExecutor::Create(o);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
-}
-
-// One-shot prefill of `ids` at positions 0.. into slots 0..; logits of every
-// position, [L, vocab].
-std::vector<float> PrefillAllLogits(ModelExecutor& e,
-                                    const std::vector<int32_t>& ids) {
-  ForwardBatch b;
-  b.input_ids = ids;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    b.positions.push_back(static_cast<int32_t>(i));
-    b.out_cache_loc.push_back(static_cast<int64_t>(i));
-  }
-  b.qo_indptr = {0, static_cast<int32_t>(ids.size())};
-  b.kv_indptr = {0, 0};
-  b.return_all_logits = true;
-  std::vector<float> logits;
-  absl::Status s = e.Forward(b, &logits);
-  EXPECT_TRUE(s.ok()) << s;
-  return logits;
 }
 
 // Compares logits [L, V] with the golden per the README rules.
@@ -101,7 +82,7 @@ TEST_F(GoldenTest, LogitsAllModelsAllSequences) {
   const Json& seqs = (*index)["sequences"];
   ASSERT_EQ(seqs.size(), 4u);
   int files = 0;
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     std::unique_ptr<CpuModelExecutor> e =
         MakeExecutor(shared_ + "/golden/models/" + model);
     ASSERT_NE(e, nullptr);
@@ -133,7 +114,7 @@ TEST_F(GoldenTest, GreedyGenerationsTokenIdentical) {
       testing::ReadJsonFile(shared_ + "/golden/generation.json");
   ASSERT_TRUE(gen.ok()) << gen.status();
   int compared = 0;
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     std::unique_ptr<CpuModelExecutor> e =
         MakeExecutor(shared_ + "/golden/models/" + model);
     ASSERT_NE(e, nullptr);
@@ -167,7 +148,7 @@ TEST_F(GoldenTest, GreedyStopsAtEosLikeHfGenerate) {
   absl::StatusOr<Json> gen =
       testing::ReadJsonFile(shared_ + "/golden/generation.json");
   ASSERT_TRUE(gen.ok()) << gen.status();
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     std::unique_ptr<CpuModelExecutor> e =
         MakeExecutor(shared_ + "/golden/models/" + model);
     ASSERT_NE(e, nullptr);

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/model/golden_checkpoints.h"
 #include "worker/model/offline_generation.h"
 #include "worker/model/safetensors_reader.h"
 #include "worker/model/safetensors_test_writer.h"
@@ -41,11 +42,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kVocab = 512;
+constexpr int kVocab = testing::kGoldenVocab;
 constexpr int32_t kPageSize = 16;
 constexpr double kEquivalenceTol = 1e-5;
-const char* const kModels[] = {"llama-tiny-fp32", "llama3-gqa-bf16",
-                               "qwen2-tiny-fp32"};
 
 struct Golden {
   std::string shared;
@@ -166,7 +165,7 @@ TEST(LlamaModelTest, PrefixReuseEqualsOneShotPrefill) {
   ASSERT_FALSE(g.seq3.empty());
   const uint32_t seed = 20261129;
   std::printf("page permutation seed %u\n", seed);
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     std::unique_ptr<CpuModelExecutor> e =
         MakeExecutor(g.shared + "/golden/models/" + model);
     ASSERT_NE(e, nullptr);
@@ -256,7 +255,7 @@ TEST(LlamaModelTest, RaggedExtendBatchEqualsOneShot) {
 TEST(LlamaModelTest, CopyOnWritePartialPageReuse) {
   const Golden g = LoadGolden();
   ASSERT_FALSE(g.seq3.empty());
-  for (const char* model : kModels) {
+  for (const char* model : testing::kGoldenModels) {
     std::unique_ptr<CpuModelExecutor> e =
         MakeExecutor(g.shared + "/golden/models/" + model);
     ASSERT_NE(e, nullptr);
@@ -346,7 +345,7 @@ TEST(LlamaModelTest, HalfPrecisionKvPoolWithinBf16Tolerance) {
   const Golden g = LoadGolden();
   ASSERT_FALSE(g.seq3.empty());
   for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (const char* model : kModels) {
+    for (const char* model : testing::kGoldenModels) {
       std::unique_ptr<CpuModelExecutor> e = MakeExecutor(
           g.shared + "/golden/models/" + model, KvLayout::kBSHD, 0, dtype);
       ASSERT_NE(e, nullptr);
