@@ -15,6 +15,7 @@
 #include "worker/gpu/model_kernels.h"
 #include "worker/kernels/hip/gpu_attention.h"
 #include "worker/kernels/hip/hip_compat.h"
+#include "worker/model/forward_batch_validation.h"
 #include "worker/model/rope.h"
 #include "worker/model/safetensors_reader.h"
 
@@ -75,68 +76,7 @@ int32_t RoundUpPow2(int32_t v, int32_t min_value) {
 
 absl::Status ValidateForwardBatch(const ForwardBatch& b, int32_t vocab_size,
                                   int64_t capacity, int32_t page_size) {
-  const int64_t num_tokens = static_cast<int64_t>(b.input_ids.size());
-  if (num_tokens == 0) return Invalid("no tokens");
-  if (b.qo_indptr.size() < 2) return Invalid("qo_indptr needs B+1 >= 2");
-  const size_t batch = b.qo_indptr.size() - 1;
-  if (b.kv_indptr.size() != b.qo_indptr.size()) {
-    return Invalid(absl::StrCat("kv_indptr has ", b.kv_indptr.size(),
-                                " entries, qo_indptr ", b.qo_indptr.size()));
-  }
-  if (b.positions.size() != b.input_ids.size() ||
-      b.out_cache_loc.size() != b.input_ids.size()) {
-    return Invalid("input_ids, positions and out_cache_loc lengths differ");
-  }
-  if (b.qo_indptr[0] != 0 || b.kv_indptr[0] != 0) {
-    return Invalid("qo_indptr and kv_indptr must start at 0");
-  }
-  if (static_cast<size_t>(b.kv_indptr[batch]) != b.kv_indices.size()) {
-    return Invalid(absl::StrCat("kv_indptr[B] = ", b.kv_indptr[batch],
-                                " != kv_indices.size() ", b.kv_indices.size()));
-  }
-  if (b.qo_indptr[batch] != num_tokens) {
-    return Invalid(absl::StrCat("qo_indptr[B] = ", b.qo_indptr[batch],
-                                " != num_tokens ", num_tokens));
-  }
-  for (size_t i = 0; i < batch; ++i) {
-    if (b.qo_indptr[i + 1] <= b.qo_indptr[i]) {
-      return Invalid(absl::StrCat("sequence ", i, " has no new tokens"));
-    }
-    if (b.kv_indptr[i + 1] < b.kv_indptr[i]) {
-      return Invalid("kv_indptr is decreasing");
-    }
-    if (b.is_decode) {
-      if (b.qo_indptr[i + 1] - b.qo_indptr[i] != 1) {
-        return Invalid(absl::StrCat("decode sequence ", i,
-                                    " has more than one new token"));
-      }
-      if (b.kv_indptr[i + 1] == b.kv_indptr[i] ||
-          b.kv_indices[b.kv_indptr[i + 1] - 1] != b.out_cache_loc[i]) {
-        return Invalid(absl::StrCat(
-            "decode sequence ", i,
-            ": the last kv_indices entry must be the new token's slot"));
-      }
-    }
-  }
-  for (int64_t s : b.kv_indices) {
-    if (s < 0 || s >= capacity) {
-      return Invalid(
-          absl::StrCat("kv_indices slot ", s, " outside [0, ", capacity, ")"));
-    }
-  }
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    if (b.out_cache_loc[t] < 0 || b.out_cache_loc[t] >= capacity) {
-      return Invalid(absl::StrCat("out_cache_loc slot ", b.out_cache_loc[t],
-                                  " outside [0, ", capacity, ")"));
-    }
-    if (b.input_ids[t] < 0 || b.input_ids[t] >= vocab_size) {
-      return Invalid(absl::StrCat("token id ", b.input_ids[t], " outside [0, ",
-                                  vocab_size, ")"));
-    }
-    if (b.positions[t] < 0) {
-      return Invalid(absl::StrCat("negative position ", b.positions[t]));
-    }
-  }
+  RETURN_IF_ERROR(ValidateForwardBatchTokens(b, vocab_size, capacity));
   const int64_t num_pages = capacity / page_size;
   for (const PageCopy& op : b.copy_ops) {
     if (op.src_page < 0 || op.src_page >= num_pages || op.dst_page < 0 ||

@@ -15,6 +15,7 @@
 #include "worker/kernels/cpu/decode_attention.h"
 #include "worker/kernels/cpu/extend_attention.h"
 #include "worker/kernels/cpu/reshape_and_cache.h"
+#include "worker/model/forward_batch_validation.h"
 #include "worker/model/rope.h"
 #include "worker/model/safetensors_reader.h"
 
@@ -101,10 +102,6 @@ inline void ApplyRope(float* v, const float* cos, const float* sin,
     v[i] = a * cos[i] - b * sin[i];
     v[i + half] = b * cos[i] + a * sin[i];
   }
-}
-
-absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("ForwardBatch: ", what));
 }
 
 }  // namespace
@@ -197,76 +194,6 @@ absl::Status CpuModelExecutor::LoadWeights() {
   return status;
 }
 
-absl::Status CpuModelExecutor::ValidateBatch(const ForwardBatch& b) const {
-  const int64_t num_tokens = static_cast<int64_t>(b.input_ids.size());
-  if (num_tokens == 0) return Invalid("no tokens");
-  if (b.qo_indptr.size() < 2) return Invalid("qo_indptr needs B+1 >= 2");
-  const size_t batch = b.qo_indptr.size() - 1;
-  if (b.kv_indptr.size() != b.qo_indptr.size()) {
-    return Invalid(absl::StrCat("kv_indptr has ", b.kv_indptr.size(),
-                                " entries, qo_indptr ", b.qo_indptr.size()));
-  }
-  if (b.positions.size() != b.input_ids.size() ||
-      b.out_cache_loc.size() != b.input_ids.size()) {
-    return Invalid(absl::StrCat("input_ids (", num_tokens, "), positions (",
-                                b.positions.size(), ") and out_cache_loc (",
-                                b.out_cache_loc.size(),
-                                ") must have the same length"));
-  }
-  if (b.qo_indptr[0] != 0 || b.kv_indptr[0] != 0) {
-    return Invalid("qo_indptr and kv_indptr must start at 0");
-  }
-  for (size_t i = 0; i < batch; ++i) {
-    if (b.qo_indptr[i + 1] <= b.qo_indptr[i]) {
-      return Invalid(absl::StrCat("sequence ", i, " has no new tokens"));
-    }
-    if (b.kv_indptr[i + 1] < b.kv_indptr[i]) {
-      return Invalid("kv_indptr is decreasing");
-    }
-    if (b.is_decode) {
-      if (b.qo_indptr[i + 1] - b.qo_indptr[i] != 1) {
-        return Invalid(absl::StrCat("decode sequence ", i,
-                                    " has more than one new token"));
-      }
-      if (b.kv_indptr[i + 1] == b.kv_indptr[i] ||
-          b.kv_indices[b.kv_indptr[i + 1] - 1] != b.out_cache_loc[i]) {
-        return Invalid(absl::StrCat(
-            "decode sequence ", i,
-            ": the last kv_indices entry must be the new token's slot"));
-      }
-    }
-  }
-  if (b.qo_indptr[batch] != num_tokens) {
-    return Invalid(absl::StrCat("qo_indptr[B] = ", b.qo_indptr[batch],
-                                " != num_tokens ", num_tokens));
-  }
-  if (static_cast<size_t>(b.kv_indptr[batch]) != b.kv_indices.size()) {
-    return Invalid(absl::StrCat("kv_indptr[B] = ", b.kv_indptr[batch],
-                                " != kv_indices.size() ", b.kv_indices.size()));
-  }
-  const int64_t capacity = pool_->capacity_slots();
-  for (int64_t s : b.kv_indices) {
-    if (s < 0 || s >= capacity) {
-      return Invalid(
-          absl::StrCat("kv_indices slot ", s, " outside [0, ", capacity, ")"));
-    }
-  }
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    if (b.out_cache_loc[t] < 0 || b.out_cache_loc[t] >= capacity) {
-      return Invalid(absl::StrCat("out_cache_loc slot ", b.out_cache_loc[t],
-                                  " outside [0, ", capacity, ")"));
-    }
-    if (b.input_ids[t] < 0 || b.input_ids[t] >= config_.vocab_size) {
-      return Invalid(absl::StrCat("token id ", b.input_ids[t], " outside [0, ",
-                                  config_.vocab_size, ")"));
-    }
-    if (b.positions[t] < 0) {
-      return Invalid(absl::StrCat("negative position ", b.positions[t]));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void CpuModelExecutor::ComputeRope(const std::vector<int32_t>& positions) {
   const int32_t half = config_.head_dim / 2;
   rope_cos_.resize(positions.size() * half);
@@ -284,7 +211,11 @@ void CpuModelExecutor::ComputeRope(const std::vector<int32_t>& positions) {
 absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
                                        std::vector<float>* logits) {
   if (logits == nullptr) return absl::InvalidArgumentError("logits is null");
-  if (absl::Status s = ValidateBatch(batch); !s.ok()) return s;
+  if (absl::Status s = ValidateForwardBatchTokens(batch, config_.vocab_size,
+                                                  pool_->capacity_slots());
+      !s.ok()) {
+    return s;
+  }
   if (!batch.copy_ops.empty()) {
     if (absl::Status s = CopyBlocks(*pool_, batch.copy_ops); !s.ok()) {
       return s;

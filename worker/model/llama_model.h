@@ -97,7 +97,6 @@ class CpuModelExecutor final : public ModelExecutor {
 
   CpuModelExecutor() = default;
   absl::Status LoadWeights();
-  absl::Status ValidateBatch(const ForwardBatch& batch) const;
   // cos/sin [num_tokens, D/2] for the batch positions.
   void ComputeRope(const std::vector<int32_t>& positions);
 
