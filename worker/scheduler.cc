@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/sampler.h"
+#include "worker/prompt_text_limit.h"
 #include "worker/worker_metrics.h"
 
 namespace radixkv::worker {
@@ -45,6 +46,9 @@ struct Sequence {
   std::vector<PageCopy> pending_copies;
   // Positions [0, num_computed) have their KV in the pool.
   int64_t num_computed = 0;
+  // The computed prompt was inserted into the tree with a keep_lease Commit
+  // (or that was tried) since the last admission.
+  bool prefill_committed = false;
   uint64_t admission_order = 0;
 
   // Usage.cached_tokens: prefix reused at the first admission.
@@ -96,6 +100,16 @@ std::string OutcomeName(v1::FinishReason reason) {
 }
 
 }  // namespace
+
+std::string FormatDurationForLog(absl::Duration d) {
+  if (d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
+    return absl::FormatDuration(d);
+  }
+  const absl::Duration unit = absl::AbsDuration(d) < absl::Milliseconds(1)
+                                  ? absl::Microseconds(1)
+                                  : absl::Milliseconds(1);
+  return absl::FormatDuration(absl::Floor(d + unit / 2, unit));
+}
 
 void RequestStream::Push(GenerateEvent event) {
   absl::MutexLock lock(&mu_);
@@ -239,7 +253,7 @@ absl::Status Scheduler::RegisterWithService(bool fresh_epoch) {
       "registered with the cache service as {} epoch {} "
       "({} slots, page_size {}, heartbeat every {})",
       options_.worker_id, epoch, capacity_slots_, page_size_,
-      absl::FormatDuration(heartbeat_interval_));
+      FormatDurationForLog(heartbeat_interval_));
   return absl::OkStatus();
 }
 
@@ -313,6 +327,15 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
         return absl::InvalidArgumentError(
             "text prompts need a tokenizer; send token_ids");
       }
+      const int64_t max_text_bytes =
+          MaxPromptTextBytes(executor_->config().max_position_embeddings);
+      if (static_cast<int64_t>(request.text().size()) > max_text_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "prompt text of ", request.text().size(),
+            " bytes exceeds the limit of ", max_text_bytes, " bytes (",
+            kMaxPromptBytesPerPosition, " bytes x the model's context of ",
+            executor_->config().max_position_embeddings, " positions)"));
+      }
       absl::StatusOr<std::vector<int32_t>> ids =
           tokenizer_->Encode(request.text(), /*add_bos=*/true);
       if (!ids.ok()) return ids.status();
@@ -341,10 +364,18 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
                      sampling.max_new_tokens,
                      ") exceeds the model's context of ", max_positions));
   }
-  if (static_cast<int64_t>(prompt.size()) >= capacity_slots_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "prompt of ", prompt.size(), " tokens cannot fit the KV pool of ",
-        capacity_slots_, " slots"));
+  // Slots the request can ever hold (the last generated token never gets
+  // KV), in whole pages: more than the pool can never be served, so it is
+  // rejected now instead of failing after streaming part of its output.
+  const int64_t needed_slots =
+      static_cast<int64_t>(prompt.size()) + sampling.max_new_tokens - 1;
+  const int64_t needed_pages = (needed_slots + page_size_ - 1) / page_size_;
+  if (needed_pages * page_size_ > capacity_slots_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("prompt (", prompt.size(), " tokens) + max_new_tokens (",
+                     sampling.max_new_tokens, ") cannot fit the KV pool of ",
+                     capacity_slots_, " slots (page_size ", page_size_,
+                     ") even when it is empty"));
   }
 
   auto seq = std::make_unique<Sequence>();
@@ -400,6 +431,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
 bool Scheduler::Abort(const std::string& request_id) {
   absl::MutexLock lock(&mu_);
   if (!in_flight_.contains(request_id)) return false;
+  // Exactly one of concurrent Aborts of a request gets true.
+  if (!aborting_.insert(request_id).second) return false;
   abort_requests_.push_back(request_id);
   return true;
 }
@@ -434,7 +467,12 @@ void Scheduler::Drain(absl::Time deadline) {
       ids.assign(in_flight_.begin(), in_flight_.end());
     }
     spdlog::warn("drain deadline passed; aborting {} requests", ids.size());
-    for (const std::string& id : ids) Abort(id);
+    {
+      absl::MutexLock lock(&mu_);
+      for (const std::string& id : ids) {
+        if (in_flight_.contains(id)) shutdown_aborts_.push_back(id);
+      }
+    }
     wait_idle(absl::Now() + absl::Seconds(5));
   }
   {
@@ -559,21 +597,38 @@ bool Scheduler::Step() {
   // Prefill tokens still owed by admitted sequences come first.
   int32_t budget = options_.max_prefill_tokens;
   bool stalled = false;
+  // A generating sequence that has a slot for this step's token but not for
+  // the next one: its Grow must not be deferred.
+  bool grow_due = false;
   for (const auto& seq : running_) {
+    const int64_t slots = static_cast<int64_t>(seq->kv_indices.size());
+    const int64_t len = static_cast<int64_t>(seq->tokens.size());
     if (seq->in_prefill()) {
-      budget -= static_cast<int32_t>(std::min<int64_t>(
-          budget,
-          static_cast<int64_t>(seq->tokens.size()) - seq->num_computed));
-    } else if (static_cast<int64_t>(seq->kv_indices.size()) <
-               static_cast<int64_t>(seq->tokens.size())) {
+      budget -= static_cast<int32_t>(
+          std::min<int64_t>(budget, len - seq->num_computed));
+    } else if (slots < len) {
       stalled = true;
+    } else if (slots == len && slots < seq->max_slots_needed()) {
+      grow_due = true;
     }
   }
   const size_t admitted_before = running_.size();
-  // Admit only while no running sequence waits for memory (no thrashing).
-  if (!stalled) Admit(&budget);
-  bool progressed = running_.size() != admitted_before;
-  progressed |= GrowOne();
+  // One lease-maintenance RPC per step (besides admissions' Acquire): a
+  // Grow that a generating sequence waits for comes first; otherwise a
+  // keep_lease Commit of a completed prefill, issued before admission so
+  // that arrivals sharing the prompt match it, unless some sequence would
+  // lack a slot next step; otherwise a Grow ahead of need. Deferring an
+  // early Grow is safe (the sequence still has a slot for its next token)
+  // and does not stall anyone.
+  bool maintained = false;
+  if (!stalled) {
+    if (!grow_due) maintained = CommitCompletedPrefill();
+    // Admit only while no running sequence waits for memory (no
+    // thrashing).
+    Admit(&budget);
+  }
+  bool progressed = maintained || running_.size() != admitted_before;
+  if (!maintained) progressed |= GrowOne();
   progressed |= RunBatch(options_.max_prefill_tokens);
   PublishLoad();
   {
@@ -617,17 +672,29 @@ void Scheduler::TakeInbox() {
 
 void Scheduler::ApplyAborts() {
   std::vector<std::string> aborts;
+  std::vector<std::string> shutdown_aborts;
   {
     absl::MutexLock lock(&mu_);
     aborts.swap(abort_requests_);
+    shutdown_aborts.swap(shutdown_aborts_);
   }
-  for (const std::string& id : aborts) {
-    auto finish_abort = [this](Sequence* seq) {
+  const size_t num_client_aborts = aborts.size();
+  aborts.insert(aborts.end(), shutdown_aborts.begin(), shutdown_aborts.end());
+  for (size_t i = 0; i < aborts.size(); ++i) {
+    const std::string& id = aborts[i];
+    // A client abort is CANCELLED; the drain deadline ends requests with
+    // UNAVAILABLE so that a router may still retry one that streamed no
+    // token yet.
+    const bool shutdown = i >= num_client_aborts;
+    auto finish_abort = [this, shutdown](Sequence* seq) {
       EndLease(seq, /*commit=*/false);
       GenerateEvent event;
       event.finished = true;
       event.finish_reason = v1::FINISH_REASON_ABORT;
-      event.status = absl::CancelledError("aborted");
+      event.status =
+          shutdown ? absl::UnavailableError(absl::StrCat(
+                         "worker ", options_.worker_id, " is shutting down"))
+                   : absl::CancelledError("aborted");
       event.usage.set_prompt_tokens(seq->prompt_len);
       event.usage.set_cached_tokens(seq->cached_tokens);
       event.usage.set_completion_tokens(seq->num_generated);
@@ -636,6 +703,7 @@ void Scheduler::ApplyAborts() {
       if (metrics_ != nullptr) metrics_->AddRequestFinished("abort");
       absl::MutexLock lock(&mu_);
       in_flight_.erase(seq->request_id);
+      aborting_.erase(seq->request_id);
       ++stats_.requests_aborted;
     };
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
@@ -711,16 +779,15 @@ void Scheduler::Admit(int32_t* prefill_budget) {
     absl::StatusOr<v1::AcquireResponse> lease = cache_->Acquire(request);
     if (!lease.ok()) {
       const absl::StatusCode code = lease.status().code();
-      if (code == absl::StatusCode::kResourceExhausted && !running_.empty()) {
-        break;  // Wait until running sequences free memory.
+      if (code == absl::StatusCode::kResourceExhausted) {
+        // Submit rejected every request that cannot fit the empty pool, so
+        // this one fits once running sequences (or expiring leases) free
+        // memory: it waits, preempted ones included, instead of failing.
+        break;
       }
       std::unique_ptr<Sequence> failed = std::move(waiting_.front());
       waiting_.pop_front();
-      if (code == absl::StatusCode::kResourceExhausted) {
-        Fail(failed.get(), absl::ResourceExhaustedError(absl::StrCat(
-                               "the prompt does not fit the KV pool: ",
-                               lease.status().message())));
-      } else if (code == absl::StatusCode::kInvalidArgument) {
+      if (code == absl::StatusCode::kInvalidArgument) {
         Fail(failed.get(), lease.status());
       } else {
         if (code == absl::StatusCode::kNotFound ||
@@ -759,6 +826,7 @@ void Scheduler::Admit(int32_t* prefill_budget) {
           PageCopy{op.src_page(), op.dst_page(), op.num_tokens()});
     }
     seq->num_computed = lease->prefix_len();
+    seq->prefill_committed = false;
     seq->admission_order = ++admission_counter_;
     if (!seq->admitted_once) {
       seq->admitted_once = true;
@@ -775,6 +843,70 @@ void Scheduler::Admit(int32_t* prefill_budget) {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+}
+
+bool Scheduler::CommitCompletedPrefill() {
+  // The oldest admitted sequence whose prompt is computed but not yet in the
+  // tree (SGLang's cache_unfinished_req, here after the last prompt chunk
+  // because a Commit covers at least the lease's prompt).
+  Sequence* target = nullptr;
+  for (const auto& seq : running_) {
+    if (!seq->has_lease || seq->prefill_committed ||
+        seq->disable_prefix_cache || seq->in_prefill() ||
+        seq->acquired_len <= 0 || !seq->pending_copies.empty()) {
+      continue;
+    }
+    if (target == nullptr || seq->admission_order < target->admission_order) {
+      target = seq.get();
+    }
+  }
+  if (target == nullptr) return false;
+  target->prefill_committed = true;  // Tried once per admission.
+  v1::CommitRequest request;
+  request.set_lease_id(target->lease_id);
+  request.set_keep_lease(true);
+  // Every position with KV: the prompt and any tokens decoded since.
+  request.mutable_tokens()->Assign(
+      target->tokens.begin(), target->tokens.begin() + target->num_computed);
+  absl::StatusOr<v1::CommitResponse> committed = cache_->Commit(request);
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.prefill_commit_rpcs;
+  }
+  if (!committed.ok()) {
+    if (committed.status().code() == absl::StatusCode::kNotFound) {
+      target->has_lease = false;  // Expired: recompute.
+      Preempt(target);
+      return true;
+    }
+    // Only sharing is lost; the lease is unchanged (the final Commit
+    // inserts the tokens).
+    spdlog::warn("keep_lease commit of lease {} (request {}) failed: {}",
+                 target->lease_id, target->request_id,
+                 committed.status().ToString());
+    return true;
+  }
+  if (committed->kv_indices_size() !=
+      static_cast<int64_t>(target->kv_indices.size())) {
+    Fail(target, absl::InternalError(absl::StrCat(
+                     "cache service returned a remapped table of ",
+                     committed->kv_indices_size(), " slots for a lease of ",
+                     target->kv_indices.size())));
+    RemoveRunning(target);
+    return true;
+  }
+  // Duplicated pages now point at the tree's copy of the same tokens (the
+  // lease's own copies were freed): read them from there from now on.
+  int64_t remapped = 0;
+  for (int i = 0; i < committed->kv_indices_size(); ++i) {
+    if (target->kv_indices[i] != committed->kv_indices(i)) {
+      target->kv_indices[i] = committed->kv_indices(i);
+      ++remapped;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.prefill_commit_remapped_slots += remapped;
+  return true;
 }
 
 bool Scheduler::GrowOne() {
@@ -842,14 +974,10 @@ bool Scheduler::GrowOne() {
   const absl::StatusCode code = grown.status().code();
   if (code == absl::StatusCode::kResourceExhausted) {
     if (!urgent) return true;  // Try again when it becomes urgent.
-    if (running_.size() == 1) {
-      Fail(target,
-           absl::ResourceExhaustedError("the sequence outgrew the KV pool"));
-      RemoveRunning(target);
-      return true;
-    }
-    // Preempt the lowest-priority sequence, the newest among equals (it
-    // has made the least progress).
+    // Submit checked that every request fits the empty pool, so even a lone
+    // sequence is preempted (its KV committed, evictable) and readmitted
+    // rather than failed. Preempt the lowest-priority sequence, the newest
+    // among equals (it has made the least progress).
     Sequence* victim = running_.front().get();
     for (const auto& seq : running_) {
       if (seq->priority < victim->priority ||
@@ -1070,6 +1198,7 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     stats_.requests_finished += static_cast<int64_t>(finished.size());
     for (const auto& [seq, reason] : finished) {
       in_flight_.erase(seq->request_id);
+      aborting_.erase(seq->request_id);
     }
   }
   // Tokens of continuing sequences go out first; a finished sequence is
@@ -1116,6 +1245,7 @@ void Scheduler::Fail(Sequence* seq, absl::Status status) {
   if (metrics_ != nullptr) metrics_->AddRequestFinished("error");
   absl::MutexLock lock(&mu_);
   in_flight_.erase(seq->request_id);
+  aborting_.erase(seq->request_id);
   ++stats_.requests_failed;
 }
 

@@ -9,7 +9,13 @@
 //   3. picks the batch: every running sequence that is generating (one token
 //      each) plus prefill chunks of admitted prompts under a per-step budget
 //      of max_prefill_tokens (chunked prefill),
-//   4. issues at most ONE CacheService.Grow per step: leases grow by
+//   4. issues at most ONE lease-maintenance RPC per step (besides the
+//      admissions' Acquire): a Grow a generating sequence waits for, else a
+//      keep_lease Commit of a sequence whose prompt is now computed (SGLang's
+//      insertion of unfinished requests: later arrivals sharing the prompt
+//      match it while it is still generating; the lease stays locked and
+//      its table is remapped to the tree's slots), else an early Grow.
+//      Leases grow by
 //      grow_tokens slots at a time (plus reserve_tokens at Acquire), so most
 //      steps need none; a sequence whose lease is full waits for its Grow;
 //      when Grow finds no memory, the lowest-priority (then newest) running
@@ -48,6 +54,11 @@ namespace radixkv::worker {
 
 class WorkerMetrics;
 struct Sequence;
+
+// A duration for logs, rounded to milliseconds (to microseconds below one
+// millisecond): "3.333s", "250ms", "2m30s", "12us", "inf". absl's
+// FormatDuration alone prints every nanosecond ("3.33333333325s").
+std::string FormatDurationForLog(absl::Duration d);
 
 // Configuration of a Scheduler. Token counts in tokens, slot counts in slots.
 struct SchedulerOptions {
@@ -137,6 +148,10 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t grow_rpcs = 0;
+  // keep_lease Commits of completed prefills (unfinished requests inserted
+  // into the tree) and the lease slots they remapped to the tree's copies.
+  int64_t prefill_commit_rpcs = 0;
+  int64_t prefill_commit_remapped_slots = 0;
   // Generating sequences left out of a step because their lease had no slot
   // for the next token yet (waiting for a Grow), summed over steps.
   int64_t stalled_sequence_steps = 0;
@@ -163,21 +178,27 @@ class Scheduler {
   // [0, vocab_size), max_new_tokens outside [1, limit] or prompt +
   // max_new_tokens beyond max_position_embeddings, invalid sampling values,
   // bad request_id / priority / cache_salt), ALREADY_EXISTS (request_id in
-  // flight), RESOURCE_EXHAUSTED (prompt larger than the pool, queue full),
+  // flight), RESOURCE_EXHAUSTED (prompt + max_new_tokens cannot fit the
+  // empty pool, queue full), INVALID_ARGUMENT for text longer than
+  // MaxPromptTextBytes (checked before tokenizing),
   // UNAVAILABLE (no cache service, not registered, or draining).
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(
       const v1::GenerateRequest& request);
 
   // Aborts a queued or running request (its lease is released; its stream
-  // gets a final event with status CANCELLED). Returns false if unknown.
+  // gets a final event with status CANCELLED). Returns false if unknown or
+  // already being aborted: of concurrent Aborts of one request exactly one
+  // returns true.
   bool Abort(const std::string& request_id);
 
   // Snapshot of counters and load.
   SchedulerStats Stats() const;
 
   // Stops admitting (Submit answers UNAVAILABLE), fails waiting requests
-  // with UNAVAILABLE, lets running ones finish until `deadline`, aborts the
-  // rest, then deregisters from the cache service. Returns when done.
+  // with UNAVAILABLE, lets running ones finish until `deadline`, ends the
+  // rest with UNAVAILABLE "worker <id> is shutting down" (a router retries
+  // those that streamed no token), then deregisters from the cache service.
+  // Returns when done.
   void Drain(absl::Time deadline);
 
   // Runs one scheduling step on the calling thread (only when
@@ -207,6 +228,9 @@ class Scheduler {
   void ApplyAborts();
   void ApplyLostLeases();
   void Admit(int32_t* prefill_budget);
+  // Inserts one completed prefill into the tree with a keep_lease Commit and
+  // applies the remapped table. Returns true if an RPC was made.
+  bool CommitCompletedPrefill();
   bool GrowOne();
   void Preempt(Sequence* victim);
   bool RunBatch(int32_t prefill_budget);
@@ -229,6 +253,10 @@ class Scheduler {
   // Inbox from other threads.
   std::vector<std::unique_ptr<Sequence>> submitted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> abort_requests_ ABSL_GUARDED_BY(mu_);
+  // Ids with an Abort pending (an Abort of one already here returns false).
+  absl::flat_hash_set<std::string> aborting_ ABSL_GUARDED_BY(mu_);
+  // Ids ended by the drain deadline (UNAVAILABLE, not CANCELLED).
+  std::vector<std::string> shutdown_aborts_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> lost_leases_ ABSL_GUARDED_BY(mu_);
   // Leases acquired under epochs older than this are gone (re-register).
   int64_t invalid_before_epoch_ ABSL_GUARDED_BY(mu_) = 0;

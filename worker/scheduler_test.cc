@@ -1,12 +1,15 @@
 #include "worker/scheduler.h"
 
+#include <atomic>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "worker/prompt_text_limit.h"
 #include "worker/testing/fake_kv_cache_client.h"
 #include "worker/testing/fake_model_executor.h"
 
@@ -231,10 +234,17 @@ TEST_F(SchedulerTest, GrowsAtMostOncePerStep) {
   int steps = 0;
   while (!scheduler_->Idle() && steps < 10000) {
     const int64_t grows = cache_->calls("Grow");
+    const size_t keeps = cache_->keep_lease_commits().size();
     scheduler_->Step();
-    EXPECT_LE(cache_->calls("Grow") - grows, 1) << "step " << steps;
+    // One lease-maintenance RPC per step: a Grow or a keep_lease Commit.
+    EXPECT_LE(
+        cache_->calls("Grow") - grows +
+            static_cast<int64_t>(cache_->keep_lease_commits().size() - keeps),
+        1)
+        << "step " << steps;
     ++steps;
   }
+  EXPECT_EQ(cache_->keep_lease_commits().size(), 4u);
   // Each sequence needs 5+i+29 slots, beyond its reserve: a Grow each.
   EXPECT_GE(cache_->calls("Grow"), 4);
   for (int i = 0; i < 4; ++i) {
@@ -322,17 +332,214 @@ TEST_F(SchedulerTest, PreemptsInsteadOfFailingWhenMemoryRunsOut) {
   EXPECT_EQ(cache_->free_pages(), 64);
 }
 
-TEST_F(SchedulerTest, SequenceLargerThanPoolFailsWithResourceExhausted) {
+TEST_F(SchedulerTest, SequenceLargerThanPoolIsRejectedUpFront) {
   SchedulerOptions options;
   options.grow_tokens = 4;
   options.reserve_tokens = 0;
-  Init(32, 1, options);
-  auto stream = Submit(Request("big", RandomPrompt(20), 30));
+  Init(32, 8, options);
+  // 20 + 30 - 1 slots can never fit 32: rejected by Submit, before any
+  // memory is taken or token streamed (not "outgrew the pool" later).
+  auto big = scheduler_->Submit(Request("big", RandomPrompt(20), 30));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("cannot fit the KV pool"),
+            std::string::npos)
+      << big.status();
+  // Whole pages: 10 + 24 - 1 = 33 slots = 5 pages of 8 > 4 pages.
+  EXPECT_EQ(scheduler_->Submit(Request("pages", RandomPrompt(10), 24))
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache_->calls("Acquire"), 0);
+  // 10 + 23 - 1 = 32 slots = exactly the pool: accepted and served.
+  std::vector<int32_t> prompt = RandomPrompt(10);
+  auto fits = Submit(Request("fits", prompt, 23));
+  RunUntilIdle();
+  Result r = Collect(*fits);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 23));
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
+TEST_F(SchedulerTest, LoneSequenceWithoutMemoryIsPreemptedNotFailed) {
+  SchedulerOptions options;
+  options.grow_tokens = 4;
+  options.reserve_tokens = 2;
+  Init(64, 1, options);
+  std::vector<int32_t> prompt = RandomPrompt(10);
+  auto stream = Submit(Request("lone", prompt, 20));
+  // Stream a few tokens, then the next Grows find no memory (held
+  // elsewhere for a while): the only running sequence must be preempted
+  // and readmitted, its readmission must wait out more RESOURCE_EXHAUSTED
+  // Acquires, and it must finish with the right tokens.
+  for (int i = 0; i < 4; ++i) scheduler_->Step();
+  Result partial = Collect(*stream);
+  ASSERT_FALSE(partial.finished);
+  ASSERT_GE(partial.tokens.size(), 2u);
+  cache_->ExhaustNext("Grow", 1000);
+  for (int i = 0; i < 200 && scheduler_->Stats().preemptions == 0; ++i) {
+    scheduler_->Step();
+  }
+  ASSERT_EQ(scheduler_->Stats().preemptions, 1);
+  cache_->ExhaustNext("Grow", 0);
+  cache_->ExhaustNext("Acquire", 5);
+  RunUntilIdle();
+  Result r = Collect(*stream, partial);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.reason, v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 20));
+  EXPECT_GE(scheduler_->Stats().preemptions, 1);
+  EXPECT_EQ(scheduler_->Stats().requests_failed, 0);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
+TEST_F(SchedulerTest, FirstAcquireWithoutMemoryWaitsInsteadOfFailing) {
+  Init(64, 1);
+  std::vector<int32_t> prompt = RandomPrompt(10);
+  cache_->ExhaustNext("Acquire", 3);
+  auto stream = Submit(Request("waits", prompt, 5));
   RunUntilIdle();
   Result r = Collect(*stream);
-  EXPECT_EQ(r.status.code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 5));
+  EXPECT_EQ(cache_->calls("Acquire"), 4);
+}
+
+TEST_F(SchedulerTest, CompletedPrefillIsSharedWithLaterArrivals) {
+  Init(1024, 4);
+  const std::vector<int32_t> shared = RandomPrompt(40);
+  std::vector<int32_t> prompt_b = shared;
+  for (int32_t t : RandomPrompt(8)) prompt_b.push_back(t);
+  auto a = Submit(Request("a", shared, 30));
+  // A's prompt is computed in the first step and inserted (keep_lease) in
+  // the next one while A keeps generating.
+  for (int i = 0; i < 3; ++i) scheduler_->Step();
+  const std::vector<std::vector<int32_t>> keeps = cache_->keep_lease_commits();
+  ASSERT_EQ(keeps.size(), 1u);
+  ASSERT_GE(keeps[0].size(), 40u);
+  EXPECT_EQ(std::vector<int32_t>(keeps[0].begin(), keeps[0].begin() + 40),
+            shared);
+  EXPECT_TRUE(cache_->commits().empty()) << "A has not finished yet";
+  auto b = Submit(Request("b", prompt_b, 10));
+  RunUntilIdle();
+  Result ra = Collect(*a);
+  Result rb = Collect(*b);
+  ASSERT_TRUE(ra.status.ok()) << ra.status;
+  ASSERT_TRUE(rb.status.ok()) << rb.status;
+  // B reused A's whole prompt although A was still running.
+  EXPECT_EQ(rb.usage.cached_tokens(), 40);
+  EXPECT_EQ(ra.tokens, executor_->Generate(shared, 30));
+  EXPECT_EQ(rb.tokens, executor_->Generate(prompt_b, 10));
+  EXPECT_EQ(scheduler_->Stats().prefill_commit_rpcs, 2);
   EXPECT_EQ(cache_->active_leases(), 0);
-  EXPECT_EQ(cache_->free_pages(), 32);
+  cache_->Flush();
+  EXPECT_EQ(cache_->free_pages(), cache_->num_pages());
+}
+
+TEST_F(SchedulerTest, DuplicatePrefillIsRemappedToTheTreeCopy) {
+  Init(1024, 4);
+  // Admitted in the same step, both compute the same 40-token prefix; the
+  // second keep_lease Commit finds it in the tree and remaps its 10 pages.
+  const std::vector<int32_t> shared = RandomPrompt(40);
+  std::vector<int32_t> pa = shared, pb = shared;
+  pa.push_back(5);
+  pb.push_back(6);
+  auto a = Submit(Request("a", pa, 20));
+  auto b = Submit(Request("b", pb, 20));
+  scheduler_->Step();
+  const int64_t free_before = cache_->free_pages();
+  scheduler_->Step();  // Commit of A.
+  scheduler_->Step();  // Commit of B: 10 duplicated pages freed.
+  EXPECT_EQ(scheduler_->Stats().prefill_commit_rpcs, 2);
+  EXPECT_EQ(scheduler_->Stats().prefill_commit_remapped_slots, 40);
+  EXPECT_GE(cache_->free_pages(), free_before + 10 - 2);
+  RunUntilIdle();
+  Result ra = Collect(*a);
+  Result rb = Collect(*b);
+  ASSERT_TRUE(ra.status.ok()) << ra.status;
+  ASSERT_TRUE(rb.status.ok()) << rb.status;
+  // The fake executor checks every slot B reads after the remap.
+  EXPECT_EQ(ra.tokens, executor_->Generate(pa, 20));
+  EXPECT_EQ(rb.tokens, executor_->Generate(pb, 20));
+  EXPECT_EQ(cache_->active_leases(), 0);
+  cache_->Flush();
+  EXPECT_EQ(cache_->free_pages(), cache_->num_pages());
+}
+
+TEST_F(SchedulerTest, NoPrefillCommitWhenThePrefixCacheIsDisabled) {
+  Init(256, 1);
+  v1::GenerateRequest request = Request("nocache", RandomPrompt(12), 8);
+  request.set_disable_prefix_cache(true);
+  auto stream = Submit(request);
+  RunUntilIdle();
+  EXPECT_TRUE(Collect(*stream).status.ok());
+  EXPECT_TRUE(cache_->keep_lease_commits().empty());
+  EXPECT_EQ(cache_->calls("Commit"), 0);
+}
+
+TEST_F(SchedulerTest, ConcurrentAbortsOfOneRequestReportOneSuccess) {
+  Init(256, 1);
+  auto stream = Submit(Request("target", RandomPrompt(8), 100));
+  scheduler_->Step();
+  std::atomic<int> successes{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&] {
+      if (scheduler_->Abort("target")) ++successes;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(successes.load(), 1);
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(scheduler_->Abort("target"));
+  EXPECT_EQ(scheduler_->Stats().requests_aborted, 1);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
+TEST_F(SchedulerTest, TextLongerThanTheContextBoundIsRejectedBeforeTokenizing) {
+  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
+  executor_ = std::make_unique<FakeModelExecutor>(256, 1);
+  auto tokenizer = Tokenizer::Load("models/radixkv-demo-llama/tokenizer.model");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  SchedulerOptions options;
+  options.start_thread = false;
+  options.heartbeat_interval = absl::Hours(1);
+  auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
+                                     tokenizer->get(), nullptr);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  const int64_t limit =
+      MaxPromptTextBytes(executor_->config().max_position_embeddings);
+  EXPECT_EQ(limit, 4096 * 32);
+  v1::GenerateRequest request;
+  request.mutable_sampling()->set_max_new_tokens(4);
+  request.set_text(std::string(limit + 1, 'a'));
+  absl::Status status = (*scheduler)->Submit(request).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("exceeds the limit of 131072 bytes"),
+            std::string::npos)
+      << status;
+  // 16 MB: the same answer, without tokenizing.
+  request.set_text(std::string(16 << 20, 'a'));
+  EXPECT_EQ((*scheduler)->Submit(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // At the limit the text is tokenized (and then checked in tokens).
+  request.set_text(std::string(limit, 'a'));
+  status = (*scheduler)->Submit(request).status();
+  EXPECT_EQ(status.message().find("exceeds the limit"), std::string::npos)
+      << status;
+  EXPECT_EQ(cache_->calls("Acquire"), 0);
+}
+
+TEST(FormatDurationForLogTest, RoundsToMilliseconds) {
+  EXPECT_EQ(FormatDurationForLog(absl::Seconds(10) / 3), "3.333s");
+  EXPECT_EQ(FormatDurationForLog(absl::Milliseconds(9000) / 3), "3s");
+  EXPECT_EQ(FormatDurationForLog(absl::Microseconds(2500500)), "2.501s");
+  EXPECT_EQ(FormatDurationForLog(absl::Milliseconds(250)), "250ms");
+  EXPECT_EQ(FormatDurationForLog(absl::Seconds(150)), "2m30s");
+  EXPECT_EQ(FormatDurationForLog(absl::Nanoseconds(12400)), "12us");
+  EXPECT_EQ(FormatDurationForLog(absl::ZeroDuration()), "0");
+  EXPECT_EQ(FormatDurationForLog(absl::InfiniteDuration()), "inf");
 }
 
 TEST_F(SchedulerTest, AbortReleasesLease) {
@@ -351,7 +558,13 @@ TEST_F(SchedulerTest, AbortReleasesLease) {
   EXPECT_EQ(r.tokens.size(), 2u);
   EXPECT_EQ(cache_->active_leases(), 0);
   EXPECT_EQ(cache_->calls("Release"), 1);
-  EXPECT_EQ(cache_->calls("Commit"), 0);
+  // Only the computed prompt went into the tree (keep_lease, after its
+  // prefill); nothing generated was committed.
+  ASSERT_EQ(cache_->keep_lease_commits().size(), 1u);
+  EXPECT_EQ(cache_->keep_lease_commits()[0].size(), 10u);
+  EXPECT_TRUE(cache_->commits().empty());
+  EXPECT_EQ(cache_->free_pages(), 256 - 10);
+  cache_->Flush();
   EXPECT_EQ(cache_->free_pages(), 256);
   EXPECT_EQ(scheduler_->Stats().requests_aborted, 1);
 }
@@ -570,9 +783,27 @@ TEST_F(SchedulerTest, DrainFinishesRunningFailsQueuedAndDeregisters) {
   EXPECT_EQ(r1.tokens, executor_->Generate(prompt, 6));
   EXPECT_EQ(Collect(*queued).status.code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(cache_->registered());
+
   EXPECT_EQ(cache_->calls("Deregister"), 1);
   EXPECT_EQ(scheduler_->Submit(Request("late", prompt, 2)).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SchedulerTest, DrainDeadlineEndsRunningRequestsWithUnavailable) {
+  SchedulerOptions options;
+  options.worker_id = "worker-7";
+  Init(1024, 1, options);
+  executor_->set_step_delay(absl::Milliseconds(2));
+  auto stream = Submit(Request("long", RandomPrompt(5), 500));
+  scheduler_->Step();
+  scheduler_->Drain(absl::Now() + absl::Milliseconds(30));
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.finished);
+  // Not CANCELLED "aborted": the router may retry a request ended by a
+  // shutdown before its first token.
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.status.message(), "worker worker-7 is shutting down");
+  EXPECT_EQ(cache_->active_leases(), 0);
 }
 
 TEST_F(SchedulerTest, LostLeaseIsRecomputed) {

@@ -33,6 +33,12 @@ absl::Status FakeKvCacheClient::Check(const char* rpc) {
   if (unavailable_) {
     return absl::UnavailableError(absl::StrCat(rpc, ": connection refused"));
   }
+  auto exhausted = exhaust_.find(rpc);
+  if (exhausted != exhaust_.end() && exhausted->second > 0) {
+    --exhausted->second;
+    return absl::ResourceExhaustedError(
+        absl::StrCat(rpc, ": no free pages (injected)"));
+  }
   return absl::OkStatus();
 }
 
@@ -239,19 +245,58 @@ absl::StatusOr<v1::CommitResponse> FakeKvCacheClient::Commit(
     return absl::InvalidArgumentError(
         "tokens do not extend the prompt or exceed the lease");
   }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  v1::CommitResponse response;
+  if (request.keep_lease()) {
+    // Like the real service: full pages whose tokens a committed entry
+    // already holds are remapped to that entry's pages and the lease's
+    // copies freed.
+    int64_t dup = 0;
+    const Entry* holder = nullptr;
+    for (const Entry& e : entries_) {
+      int64_t m = 0;
+      while (m < n && m < static_cast<int64_t>(e.tokens.size()) &&
+             e.tokens[m] == tokens[m]) {
+        ++m;
+      }
+      m -= m % page_size_;
+      if (m > dup) {
+        dup = m;
+        holder = &e;
+      }
+    }
+    for (int64_t p = 0; p < dup; p += page_size_) {
+      const int64_t old_page = lease.kv_indices[p] / page_size_;
+      const int64_t new_page = holder->kv_indices[p] / page_size_;
+      if (old_page == new_page) continue;
+      ++page_refs_[new_page];
+      std::replace(lease.pages.begin(), lease.pages.end(), old_page, new_page);
+      Unref({old_page});
+      for (int64_t q = p; q < p + page_size_; ++q) {
+        lease.kv_indices[q] = new_page * page_size_ + q % page_size_;
+      }
+      response.set_freed_slots(response.freed_slots() + page_size_);
+    }
+  }
   Entry entry;
   entry.tokens = tokens;
   entry.kv_indices.assign(lease.kv_indices.begin(),
-                          lease.kv_indices.begin() + tokens.size());
+                          lease.kv_indices.begin() + n);
   entry.pages = PagesOf(entry.kv_indices, page_size_);
   entry.last_use = ++clock_;
   for (int64_t page : entry.pages) ++page_refs_[page];
-  v1::CommitResponse response;
-  response.set_inserted_tokens(static_cast<int64_t>(tokens.size()) -
-                               lease.prefix_len);
-  Unref(lease.pages);
-  leases_.erase(it);
-  commits_.push_back(tokens);
+  response.set_inserted_tokens(n - lease.prefix_len);
+  if (request.keep_lease()) {
+    lease.prompt = tokens;
+    lease.prefix_len = n;
+    response.mutable_kv_indices()->Assign(lease.kv_indices.begin(),
+                                          lease.kv_indices.end());
+    keep_lease_commits_.push_back(tokens);
+  } else {
+    Unref(lease.pages);
+    leases_.erase(it);
+    commits_.push_back(tokens);
+  }
   entries_.push_back(std::move(entry));
   return response;
 }
@@ -315,6 +360,12 @@ int64_t FakeKvCacheClient::calls(const std::string& rpc) const {
 std::vector<std::vector<int32_t>> FakeKvCacheClient::commits() const {
   absl::MutexLock lock(&mu_);
   return commits_;
+}
+
+std::vector<std::vector<int32_t>> FakeKvCacheClient::keep_lease_commits()
+    const {
+  absl::MutexLock lock(&mu_);
+  return keep_lease_commits_;
 }
 
 void FakeKvCacheClient::Flush() {

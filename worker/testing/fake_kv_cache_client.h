@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,13 @@ class FakeKvCacheClient : public KvCacheClient {
 
   // Every RPC returns UNAVAILABLE while set.
   void SetUnavailable(bool unavailable);
+  // The next `n` calls of `rpc` ("Acquire" or "Grow") answer
+  // RESOURCE_EXHAUSTED without changing anything, like a pool whose memory
+  // is held elsewhere for a while.
+  void ExhaustNext(const std::string& rpc, int n) {
+    absl::MutexLock lock(&mu_);
+    exhaust_[rpc] = n;
+  }
   // The next Grow of a lease whose length ends inside a page moves that
   // partial page (copy-on-write): it returns a copy op to a fresh page and
   // the remapped slots of the moved positions, like the real service does
@@ -61,8 +69,10 @@ class FakeKvCacheClient : public KvCacheClient {
   int64_t epoch() const;
   // Calls per RPC name ("Acquire", "Grow", ...), successful or not.
   int64_t calls(const std::string& rpc) const;
-  // Token lists of every successful Commit, in order.
+  // Token lists of every successful Commit that ended its lease, in order.
   std::vector<std::vector<int32_t>> commits() const;
+  // Token lists of every successful Commit with keep_lease, in order.
+  std::vector<std::vector<int32_t>> keep_lease_commits() const;
   // Drops every committed sequence (like CacheService.Flush).
   void Flush();
 
@@ -104,8 +114,10 @@ class FakeKvCacheClient : public KvCacheClient {
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int32_t>> commits_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int32_t>> keep_lease_commits_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> lose_ ABSL_GUARDED_BY(mu_);
   bool cow_next_grow_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int> exhaust_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace radixkv::worker::testing
