@@ -810,18 +810,26 @@ absl::StatusOr<GrowResult> CacheStateImpl::Grow(const GrowRequest& request,
   const int64_t new_pages = CeilDiv(target, page_size) -
                             CeilDiv(length, page_size) +
                             (copy_on_write ? 1 : 0);
-  if (new_pages >
-      allocator.num_free_pages() + allocator.num_evictable_pages()) {
+  // When this lease is the only protecting holder of its last page, every
+  // other holder is an unlocked tree record: evicting them all lets the
+  // lease write in place, so the copy's page is not strictly needed.
+  const bool copy_avoidable =
+      copy_on_write && allocator.protect_count(lease->pages.back()) == 1;
+  const int64_t min_pages = new_pages - (copy_avoidable ? 1 : 0);
+  const int64_t available_pages =
+      allocator.num_free_pages() + allocator.num_evictable_pages();
+  if (min_pages > available_pages) {
     return absl::ResourceExhaustedError(
         absl::StrCat("lease ", lease->id, " on worker ", lease->worker_id,
-                     " needs ", new_pages * page_size, " slots but only ",
-                     allocator.free_slots() + allocator.evictable_slots(),
-                     " are free or evictable"));
+                     " needs ", min_pages * page_size, " slots but only ",
+                     available_pages * page_size, " are free or evictable"));
   }
   GrowResult result;
+  // With only min_pages obtainable this evicts every unlocked record,
+  // including the other holders of the last page.
   result.evicted_tokens = EvictUntilFree(worker, new_pages);
-  // Eviction may have dropped the other holder of the last page (an
-  // unlocked tree node): then the lease writes in place after all.
+  // Eviction may have dropped the other holders of the last page (unlocked
+  // tree nodes): then the lease writes in place after all.
   int32_t fresh_last = 0;
   std::optional<CopyOp> op =
       copy_on_write

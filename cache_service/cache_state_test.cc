@@ -566,6 +566,46 @@ TEST_F(CacheStateTest, KeepLeaseCommitLocksOnlyCommittedTokensForGrow) {
   EXPECT_EQ(s.cached_tokens, 3);
 }
 
+// Grow's copy-on-write page is not required when the other holders of the
+// lease's partly filled last page are only unlocked tree nodes: evicting
+// them lets the lease write in place.
+TEST_F(CacheStateTest, GrowEvictsUnlockedCoHoldersInsteadOfCopying) {
+  Register(Worker("w", 32, 16));
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  const AcquireResult parent = MustAcquire(Acq("w", prompt));
+  ASSERT_EQ(parent.prefix_len, 0);
+  absl::StatusOr<ForkResult> f =
+      state_.Fork(ForkRequest{parent.lease_id, 1, 5}, kNow);
+  ASSERT_TRUE(f.ok()) << f.status();
+  // The child's commit puts the shared page into the tree, unlocked.
+  MustCommit(f->children[0].lease_id, prompt);
+  WorkerStats s = StatsOf("w");
+  ASSERT_EQ(s.free_slots, 16);
+  ASSERT_EQ(s.evictable_slots, 0);  // the page is protected by the parent
+  ASSERT_EQ(s.cached_tokens, 5);
+  const std::string dump = state_.CanonicalDump();
+  // 5 + 28 -> 48 slots = 3 pages: 2 new > 1 free, no change.
+  const absl::StatusOr<GrowResult> too_big =
+      state_.Grow(GrowRequest{parent.lease_id, 28}, kNow);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              HasSubstr("needs 32 slots but only 16 are free or evictable"));
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+  // 5 + 20 -> 32 slots: one new page; the copy is avoided by evicting [1..5].
+  absl::StatusOr<GrowResult> g =
+      state_.Grow(GrowRequest{parent.lease_id, 20}, kNow);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->copy_ops.empty());
+  EXPECT_EQ(g->first_remapped_position, -1);
+  EXPECT_EQ(g->evicted_tokens, 5);
+  EXPECT_EQ(g->kv_indices.size(), 27u);
+  ExpectBalanced("w");
+  s = StatsOf("w");
+  EXPECT_EQ(s.free_slots, 0);
+  EXPECT_EQ(s.protected_slots, 32);
+  EXPECT_EQ(s.cached_tokens, 0);
+}
+
 // A forked child locks only its own prefix: once the parent ends, the rest
 // of the parent's prefix is evictable again.
 TEST_F(CacheStateTest, ForkChildLocksOnlyItsPrefix) {
