@@ -41,12 +41,16 @@ absl::Status ValidateForwardBatchTokens(const ForwardBatch& b,
     return Invalid(absl::StrCat("qo_indptr[B] = ", b.qo_indptr[batch],
                                 " != num_tokens ", num_tokens));
   }
+  // Before any kv_indices access: with kv_indptr non-decreasing from 0 to
+  // kv_indices.size(), every kv_indptr entry indexes inside kv_indices.
+  for (size_t i = 0; i < batch; ++i) {
+    if (b.kv_indptr[i + 1] < b.kv_indptr[i]) {
+      return Invalid("kv_indptr is decreasing");
+    }
+  }
   for (size_t i = 0; i < batch; ++i) {
     if (b.qo_indptr[i + 1] <= b.qo_indptr[i]) {
       return Invalid(absl::StrCat("sequence ", i, " has no new tokens"));
-    }
-    if (b.kv_indptr[i + 1] < b.kv_indptr[i]) {
-      return Invalid("kv_indptr is decreasing");
     }
     if (b.is_decode) {
       if (b.qo_indptr[i + 1] - b.qo_indptr[i] != 1) {

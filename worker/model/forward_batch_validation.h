@@ -22,7 +22,8 @@ namespace radixkv::worker {
 // [0, capacity_slots), every token id in [0, vocab_size), no negative
 // position. copy_ops are not checked here. Returns INVALID_ARGUMENT
 // ("ForwardBatch: ...") naming the first violation; kv_indices is only
-// indexed once its length is known to match kv_indptr[B].
+// indexed once kv_indptr is known to run non-decreasing from 0 to
+// kv_indices.size().
 absl::Status ValidateForwardBatchTokens(const ForwardBatch& batch,
                                         int32_t vocab_size,
                                         int64_t capacity_slots);
