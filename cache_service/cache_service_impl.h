@@ -26,10 +26,19 @@
 // times (CacheState is deterministic in its inputs), CheckInvariants(), then
 // a fresh snapshot. If a journal write fails, the service answers
 // UNAVAILABLE to everything (the in-memory state may be ahead of Redis) until
-// the background sweep reconnects and rebuilds the state from Redis; so a
-// change answered with UNAVAILABLE is not applied, except when Redis stored
-// it but the reply was lost (it then survives, as after a crash). A process
-// fenced by a newer one (RedisJournal fencing) stays UNAVAILABLE for good.
+// the background sweep reconnects and rebuilds the state from Redis. A
+// change answered with UNAVAILABLE is not applied even when Redis stored its
+// entry after the timeout (a stalled Redis executing a buffered pipeline):
+// every journal entry has a sequence number, the journal remembers those
+// whose write failed, and RedisJournal::Reconnect() removes them from Redis
+// and takes a new fencing token in one atomic script before the rebuild
+// replays the journal (redis_journal.h). Remaining window (write-ahead-log
+// semantics): if this process is killed after Redis stored an entry but
+// before the client got its answer, or before the reconnect removed an entry
+// answered UNAVAILABLE, the change survives the restart while the client saw
+// a transport error or UNAVAILABLE; its outcome is unknown to the client (a
+// lease created that way expires after its TTL). A process fenced by a newer
+// one (RedisJournal fencing) stays UNAVAILABLE for good.
 //
 // Lease expiry and dead-worker removal run in a background sweep
 // (ExpireLeases + DropDeadWorkers at the sweep's time), journaled like RPCs

@@ -6,6 +6,8 @@
 // Redis goes away.
 #include "cache_service/cache_service_impl.h"
 
+#include <hiredis/hiredis.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -942,6 +944,86 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
   EXPECT_EQ(h.Dump(), acknowledged);
   ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 6), &a).ok());
   ExpectSlotsAddUp(h.Stats());
+}
+
+// LLEN of `key` on the redis at `port` (-1 on error).
+int64_t RedisListLength(int port, const std::string& key) {
+  redisContext* context = redisConnect("127.0.0.1", port);
+  if (context == nullptr) return -1;
+  int64_t length = -1;
+  if (context->err == 0) {
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(context, "LLEN %b", key.data(), key.size()));
+    if (reply != nullptr && reply->type == REDIS_REPLY_INTEGER) {
+      length = reply->integer;
+    }
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  redisFree(context);
+  return length;
+}
+
+// Regression (adversarial test): Redis stalls (SIGSTOP) while an Acquire's
+// journal write is in flight; the write times out and the client gets
+// UNAVAILABLE, but the pipelined append sits in Redis's socket buffer and
+// is stored once Redis resumes. The rebuild must not apply it: no lease, no
+// protected slot, the dump equal to the acknowledged one, also after a
+// restart of the service.
+TEST(CacheServiceRedisTest,
+     AcquireAnsweredUnavailableDuringARedisStallIsNotApplied) {
+  auto redis = RedisServerProcess::Start(TempDir("stall"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const int port = (*redis)->port();
+  const pid_t redis_pid = (*redis)->pid();
+  std::string acknowledged;
+  {
+    ServiceHarness h(OpenJournal(port));
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(h.Register("w0", 64, 16, 1).ok());
+    acknowledged = h.Dump();
+    // The recovery snapshot emptied the list; Register is its one record.
+    ASSERT_EQ(RedisListLength(port, "test:cache:journal"), 1);
+
+    ASSERT_EQ(kill(redis_pid, SIGSTOP), 0);
+    pb::AcquireResponse a;
+    grpc::Status s = h.Acquire("w0", 1, Range(1, 16), &a);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(s.error_message().find("journal write failed"), std::string::npos)
+        << s.error_message();
+    ASSERT_EQ(kill(redis_pid, SIGCONT), 0);
+    // Redis executes the buffered append: the unacknowledged Acquire is
+    // stored (this is what made the old rebuild apply it).
+    int64_t length = 0;
+    for (int i = 0; i < 200 && length != 2; ++i) {
+      length = RedisListLength(port, "test:cache:journal");
+      if (length != 2) absl::SleepFor(absl::Milliseconds(25));
+    }
+    ASSERT_EQ(length, 2) << "the timed-out append never reached redis";
+
+    h.service().SweepOnce();  // reconnect, drop the entry, rebuild
+    EXPECT_EQ(h.available_events(), 1);
+    EXPECT_EQ(h.Dump(), acknowledged);
+    ASSERT_TRUE(h.service().CheckInvariantsForTest().ok());
+    pb::StatsResponse stats = h.Stats();
+    EXPECT_EQ(stats.active_leases(), 0);
+    ASSERT_EQ(stats.workers_size(), 1);
+    EXPECT_EQ(stats.workers(0).protected_slots(), 0);
+    EXPECT_EQ(stats.workers(0).free_slots(), 64);
+    ExpectSlotsAddUp(stats);
+    // The service works on: the same Acquire now succeeds and is durable.
+    ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 16), &a).ok());
+    EXPECT_EQ(h.Stats().active_leases(), 1);
+    ASSERT_TRUE(h.Release(a.lease_id()).ok());
+    acknowledged = h.Dump();
+  }
+  // A restart rebuilds the same acknowledged state from Redis.
+  ServiceHarness restarted(OpenJournal(port));
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_EQ(restarted.service().recovery().replay_errors, 0);
+  EXPECT_EQ(restarted.Dump(), acknowledged);
+  pb::StatsResponse stats = restarted.Stats();
+  EXPECT_EQ(stats.active_leases(), 0);
+  ExpectSlotsAddUp(stats);
 }
 
 TEST(CacheServiceRedisTest, ANewerInstanceFencesTheOlderOne) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 
 namespace radixkv::cache_service {
@@ -60,11 +61,63 @@ constexpr std::string_view kSnapshotScript =
     "redis.call('SET', KEYS[2], ARGV[2]) "
     "redis.call('DEL', KEYS[3]) "
     "return 1";
+// Reconnect(): if KEYS[1] (owner) still holds ARGV[1], removes from the
+// journal list KEYS[2] every record whose kJournalRecordIdBytes-byte id is
+// one of ARGV[2..] (keeping the others in order), then INCRs the owner
+// token. Returns {new token, records removed}. Atomic (a script), so a
+// stale write under the old token either ran before (and is removed) or
+// runs after (and fails its fencing check).
+constexpr std::string_view kReclaimScript =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
+    "return redis.error_reply('FENCED: another cache_service owns this "
+    "journal') end "
+    "local removed = 0 "
+    "if #ARGV > 1 then "
+    "local drop = {} "
+    "for i = 2, #ARGV do drop[ARGV[i]] = true end "
+    "local records = redis.call('LRANGE', KEYS[2], 0, -1) "
+    "local keep = {} "
+    "for _, r in ipairs(records) do "
+    "if drop[string.sub(r, 1, 33)] then removed = removed + 1 "
+    "else keep[#keep + 1] = r end "
+    "end "
+    "if removed > 0 then "
+    "redis.call('DEL', KEYS[2]) "
+    "for i = 1, #keep, 4000 do "
+    "redis.call('RPUSH', KEYS[2], unpack(keep, i, math.min(i + 3999, #keep))) "
+    "end "
+    "end "
+    "end "
+    "return {redis.call('INCR', KEYS[1]), removed}";
 constexpr std::string_view kEval = "EVAL";
 constexpr std::string_view kTwo = "2";
 constexpr std::string_view kThree = "3";
 
 }  // namespace
+
+std::string EncodeJournalRecord(int64_t owner_token, int64_t sequence,
+                                std::string_view entry) {
+  std::string record =
+      absl::StrFormat("#%016x%016x", static_cast<uint64_t>(owner_token),
+                      static_cast<uint64_t>(sequence));
+  record.append(entry.data(), entry.size());
+  return record;
+}
+
+absl::StatusOr<JournalRecord> DecodeJournalRecord(std::string_view record) {
+  JournalRecord out;
+  if (record.empty() || record[0] != '#') {
+    out.entry = std::string(record);
+    return out;
+  }
+  if (record.size() < kJournalRecordIdBytes) {
+    return absl::DataLossError(absl::StrCat("journal record of ", record.size(),
+                                            " bytes has a truncated id"));
+  }
+  out.id = std::string(record.substr(0, kJournalRecordIdBytes));
+  out.entry = std::string(record.substr(kJournalRecordIdBytes));
+  return out;
+}
 
 absl::Status ParseRedisAddress(const std::string& address,
                                RedisJournalOptions* options) {
@@ -108,6 +161,7 @@ absl::StatusOr<std::unique_ptr<RedisJournal>> RedisJournal::Open(
       return absl::UnavailableError("redis: INCR of the owner key failed");
     }
     journal->owner_token_ = absl::StrCat((*token)->integer);
+    journal->owner_token_value_ = (*token)->integer;
   }
   journal->writer_ = std::thread([j = journal.get()] { j->WriterLoop(); });
   return journal;
@@ -189,31 +243,37 @@ absl::StatusOr<RedisJournal::Contents> RedisJournal::Load() {
     if (e->type != REDIS_REPLY_STRING) {
       return absl::UnavailableError("redis: non-string journal entry");
     }
-    contents.entries.emplace_back(e->str, e->len);
+    absl::StatusOr<JournalRecord> record =
+        DecodeJournalRecord(std::string_view(e->str, e->len));
+    if (!record.ok()) return record.status();
+    contents.entries.push_back(std::move(record->entry));
   }
   return contents;
 }
 
-void RedisJournal::Append(std::string entry, DoneCallback done) {
+int64_t RedisJournal::Append(std::string entry, DoneCallback done) {
   absl::Status failed;
   {
     absl::MutexLock lock(&mu_);
     if (failure_.ok() && !stopping_) {
-      queue_.push_back(Item{false, std::move(entry), std::move(done)});
+      const int64_t sequence = next_sequence_++;
+      queue_.push_back(
+          Item{false, sequence, std::move(entry), std::move(done)});
       ++enqueued_;
       ++appended_entries_;
-      return;
+      return sequence;
     }
     failed = failure_.ok() ? absl::UnavailableError("journal is stopping")
                            : failure_;
   }
   if (done) done(failed);
+  return 0;
 }
 
 void RedisJournal::AppendSnapshot(std::string snapshot) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok() || stopping_) return;
-  queue_.push_back(Item{true, std::move(snapshot), nullptr});
+  queue_.push_back(Item{true, 0, std::move(snapshot), nullptr});
   ++enqueued_;
 }
 
@@ -242,6 +302,16 @@ int64_t RedisJournal::appended_entries() const {
   return appended_entries_;
 }
 
+int64_t RedisJournal::removed_unacknowledged_entries() const {
+  absl::MutexLock lock(&mu_);
+  return removed_unacknowledged_;
+}
+
+std::vector<std::string> RedisJournal::unacknowledged_ids() const {
+  absl::MutexLock lock(&mu_);
+  return unacknowledged_ids_;
+}
+
 absl::Status RedisJournal::Reconnect() {
   absl::Status flushed = Flush();  // drains (and fails) whatever is queued
   (void)flushed;
@@ -252,11 +322,68 @@ absl::Status RedisJournal::Reconnect() {
           "fenced: another cache_service opened this journal later");
     }
   }
+  std::vector<std::string> ids = unacknowledged_ids();
   absl::MutexLock io_lock(&io_mu_);
   absl::Status connected = ConnectLocked();
   if (!connected.ok()) return connected;
+  absl::Status reclaimed = ReclaimLocked(ids);
+  if (!reclaimed.ok()) return reclaimed;
   absl::MutexLock lock(&mu_);
+  // The writer thread only appends to the list: drop exactly the ids that
+  // the script removed.
+  unacknowledged_ids_.erase(unacknowledged_ids_.begin(),
+                            unacknowledged_ids_.begin() + ids.size());
   failure_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status RedisJournal::ReclaimLocked(const std::vector<std::string>& ids) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  auto add = [&](std::string_view s) {
+    argv.push_back(s.data());
+    lens.push_back(s.size());
+  };
+  add(kEval);
+  add(kReclaimScript);
+  add(kTwo);
+  add(owner_key_);
+  add(journal_key_);
+  add(owner_token_);
+  for (const std::string& id : ids) add(id);
+  AppendArgv(context_, argv, lens);
+  absl::StatusOr<ReplyPtr> reply = ReadReply(context_);
+  if (!reply.ok()) {
+    redisFree(context_);
+    context_ = nullptr;
+    if (reply.status().message().find("FENCED") != absl::string_view::npos) {
+      absl::MutexLock lock(&mu_);
+      fenced_ = true;
+      return absl::FailedPreconditionError(
+          absl::StrCat("fenced: ", reply.status().message()));
+    }
+    return reply.status();
+  }
+  const redisReply* r = reply->get();
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+      r->element[0]->type != REDIS_REPLY_INTEGER ||
+      r->element[1]->type != REDIS_REPLY_INTEGER) {
+    redisFree(context_);
+    context_ = nullptr;
+    return absl::UnavailableError(
+        "redis: unexpected reply of the reclaim script");
+  }
+  owner_token_value_ = r->element[0]->integer;
+  owner_token_ = absl::StrCat(owner_token_value_);
+  const int64_t removed = r->element[1]->integer;
+  {
+    absl::MutexLock lock(&mu_);
+    removed_unacknowledged_ += removed;
+  }
+  spdlog::warn(
+      "redis journal reconnected: {} of {} unacknowledged entries were stored "
+      "in redis and are removed; new owner token {}",
+      removed, ids.size(), owner_token_);
   return absl::OkStatus();
 }
 
@@ -272,8 +399,15 @@ absl::Status RedisJournal::Wipe() {
   return reply.status();
 }
 
-absl::Status RedisJournal::WriteBatchLocked(const std::vector<Item>& batch) {
+absl::Status RedisJournal::WriteBatchLocked(
+    std::vector<Item>& batch, std::vector<std::string>* attempted_ids) {
   if (context_ == nullptr) return absl::UnavailableError("redis not connected");
+  for (Item& item : batch) {
+    if (item.is_snapshot) continue;
+    item.payload =
+        EncodeJournalRecord(owner_token_value_, item.sequence, item.payload);
+    attempted_ids->push_back(item.payload.substr(0, kJournalRecordIdBytes));
+  }
   // One pipeline: each run of entries is one append script, each snapshot one
   // snapshot script. Both check the owner token first (fencing) and run
   // atomically in Redis.
@@ -342,8 +476,12 @@ void RedisJournal::WriterLoop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty() && stopping_) return;
+      // A snapshot only starts a batch: then every entry it covers was
+      // written (and acknowledged) by an earlier, successful batch, so a
+      // snapshot never contains the effect of an unacknowledged entry.
       while (!queue_.empty() &&
-             static_cast<int>(batch.size()) < options_.max_batch_entries) {
+             static_cast<int>(batch.size()) < options_.max_batch_entries &&
+             (batch.empty() || !queue_.front().is_snapshot)) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -352,11 +490,12 @@ void RedisJournal::WriterLoop() {
     int entries = 0;
     for (const Item& item : batch) entries += item.is_snapshot ? 0 : 1;
     absl::Status status = failed;
+    std::vector<std::string> attempted_ids;
     if (status.ok()) {
       absl::Time start = absl::Now();
       {
         absl::MutexLock io_lock(&io_mu_);
-        status = WriteBatchLocked(batch);
+        status = WriteBatchLocked(batch, &attempted_ids);
       }
       if (observer_)
         observer_(absl::ToDoubleSeconds(absl::Now() - start), entries);
@@ -368,6 +507,12 @@ void RedisJournal::WriterLoop() {
     {
       absl::MutexLock lock(&mu_);
       if (!status.ok() && failure_.ok()) failure_ = status;
+      // Recorded before any callback answers UNAVAILABLE, so a Reconnect()
+      // that follows the answer always removes these entries.
+      if (!status.ok()) {
+        unacknowledged_ids_.insert(unacknowledged_ids_.end(),
+                                   attempted_ids.begin(), attempted_ids.end());
+      }
     }
     for (Item& item : batch) {
       if (item.done) item.done(status);

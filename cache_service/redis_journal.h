@@ -8,14 +8,36 @@
 //
 // Redis layout (K = key_prefix):
 //   K:snapshot  string, the last snapshot blob (absent before the first one)
-//   K:journal   list, entries appended after that snapshot, oldest first
-//   K:owner     integer, INCRed by every Open(): the fencing token
+//   K:journal   list of records, oldest first, appended after that snapshot.
+//               A record is EncodeJournalRecord(owner token, sequence number,
+//               entry): its first kJournalRecordIdBytes bytes ("#", 16 hex
+//               digits of the owner token, 16 of the sequence number) are
+//               its unique id. Records without the "#" (written before ids
+//               existed) are read back whole, as entries.
+//   K:owner     integer, INCRed by every Open() and every Reconnect(): the
+//               fencing token
 //
 // Fencing: one logical cache service writes a given key_prefix. Every write
 // is a Lua script that first checks K:owner against the token this process
 // got at Open(); once a newer process has opened the journal (e.g. during a
 // rolling restart), the older one's writes fail with "FENCED" and it can no
 // longer reconnect (fenced()), so two processes never interleave.
+//
+// Unacknowledged entries (the done callback got an error): a failed write
+// (e.g. an I/O timeout while Redis is stalled) may still be sitting in
+// Redis's socket buffer and be applied later. The journal remembers the ids
+// of every entry whose write was attempted and failed; Reconnect() runs one
+// Lua script that (1) checks the owner token, (2) rewrites K:journal without
+// those records and (3) INCRs K:owner to a new token. Since (3) happens in
+// the same atomic step, a stale pipelined write of the old connection that
+// Redis executes afterwards fails its fencing check, and one executed
+// before is removed by (2): either way no unacknowledged entry is replayed.
+// A snapshot is always written first in its pipelined batch, so it only
+// covers entries that were acknowledged before it (never a failed one).
+// Left open (write-ahead-log semantics): if this PROCESS dies after Redis
+// stored an entry but before the callback ran, or before a Reconnect()
+// removed a failed one, nobody remembers the id and the entry is replayed by
+// the next process.
 #ifndef RADIXKV_CACHE_SERVICE_REDIS_JOURNAL_H_
 #define RADIXKV_CACHE_SERVICE_REDIS_JOURNAL_H_
 
@@ -25,6 +47,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -50,6 +73,29 @@ struct RedisJournalOptions {
   // Most entries written by one pipelined flush.
   int max_batch_entries = 4096;
 };
+
+// Bytes of a record's id prefix: "#" + 16 hex digits (owner token) + 16 hex
+// digits (sequence number).
+inline constexpr size_t kJournalRecordIdBytes = 33;
+
+// One record of K:journal, decoded.
+struct JournalRecord {
+  // The kJournalRecordIdBytes-byte id; empty for a record written before
+  // ids existed (no leading "#").
+  std::string id;
+  // The entry given to RedisJournal::Append.
+  std::string entry;
+};
+
+// Frames `entry` as a K:journal record: "#%016x%016x" of (owner_token,
+// sequence) followed by the entry bytes.
+std::string EncodeJournalRecord(int64_t owner_token, int64_t sequence,
+                                std::string_view entry);
+
+// Inverse of EncodeJournalRecord. A record not starting with "#" is a legacy
+// entry (id empty, entry = the record). DATA_LOSS: starts with "#" but is
+// shorter than kJournalRecordIdBytes.
+absl::StatusOr<JournalRecord> DecodeJournalRecord(std::string_view record);
 
 // Parses "host:port" (port in [1, 65535]). INVALID_ARGUMENT otherwise.
 absl::Status ParseRedisAddress(const std::string& address,
@@ -92,8 +138,12 @@ class RedisJournal {
 
   // Queues `entry`; `done` is called once it is durable or failed. Entries
   // are never reordered. When the journal has failed (see healthy()), `done`
-  // is called with UNAVAILABLE right away, from this thread.
-  void Append(std::string entry, DoneCallback done);
+  // is called with UNAVAILABLE right away, from this thread, and 0 is
+  // returned. Otherwise returns the entry's sequence number: 1, 2, 3, ... in
+  // Append order since Open() (snapshots take none). An entry whose write
+  // fails is remembered as unacknowledged and removed from Redis by the
+  // next successful Reconnect() (see the file comment).
+  int64_t Append(std::string entry, DoneCallback done);
 
   // Queues a snapshot that covers every entry appended before this call:
   // atomically stores it and empties the journal list.
@@ -107,10 +157,20 @@ class RedisJournal {
   // UNAVAILABLE with the Redis error until Reconnect() succeeds.
   absl::Status healthy() const;
 
-  // After a failure: reconnects and clears the failure (the caller must
-  // rebuild its state from Load(), since writes may have been lost).
-  // FAILED_PRECONDITION when fenced (permanent).
+  // After a failure: reconnects, atomically removes every unacknowledged
+  // entry from K:journal and takes a new owner token (one Lua script; see
+  // the file comment), then clears the failure. The caller must rebuild its
+  // state from Load() afterwards: it now holds exactly the acknowledged
+  // entries. FAILED_PRECONDITION when fenced (permanent); UNAVAILABLE while
+  // Redis cannot be reached (the unacknowledged ids are kept for the next
+  // attempt).
   absl::Status Reconnect();
+
+  // Unacknowledged entries that Reconnect() found stored in Redis and
+  // removed, since Open() (monitoring and tests).
+  int64_t removed_unacknowledged_entries() const;
+  // Ids of failed entries not yet removed by a Reconnect() (tests).
+  std::vector<std::string> unacknowledged_ids() const;
 
   // True once a write was refused because a newer process owns the journal.
   bool fenced() const;
@@ -124,6 +184,10 @@ class RedisJournal {
  private:
   struct Item {
     bool is_snapshot = false;
+    // Sequence number of an entry (0 for a snapshot).
+    int64_t sequence = 0;
+    // The entry or snapshot; an entry becomes its K:journal record (id
+    // prefix added) when it is written.
     std::string payload;
     DoneCallback done;
   };
@@ -131,15 +195,24 @@ class RedisJournal {
   explicit RedisJournal(const RedisJournalOptions& options);
   absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
   void WriterLoop();
-  // Writes a batch as one pipeline. Called on the writer thread with io_mu_.
-  absl::Status WriteBatchLocked(const std::vector<Item>& batch)
+  // Writes a batch as one pipeline (entries framed as records under the
+  // current owner token; their ids are appended to `attempted_ids`). Called
+  // on the writer thread with io_mu_.
+  absl::Status WriteBatchLocked(std::vector<Item>& batch,
+                                std::vector<std::string>* attempted_ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // The Reconnect() script: removal of unacknowledged records + new token.
+  absl::Status ReclaimLocked(const std::vector<std::string>& ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
 
   const RedisJournalOptions options_;
   const std::string snapshot_key_;
   const std::string journal_key_;
   const std::string owner_key_;
-  std::string owner_token_;  // set by Open()
+  // The fencing token (K:owner value) this process writes under; set by
+  // Open(), replaced by Reconnect().
+  std::string owner_token_ ABSL_GUARDED_BY(io_mu_);
+  int64_t owner_token_value_ ABSL_GUARDED_BY(io_mu_) = 0;
   FlushObserver observer_;
 
   // Protects the connection (writer thread, Load, Reconnect, Wipe).
@@ -155,6 +228,11 @@ class RedisJournal {
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t appended_entries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  // Ids of entries whose write was attempted and failed (see the file
+  // comment); emptied by a successful Reconnect().
+  std::vector<std::string> unacknowledged_ids_ ABSL_GUARDED_BY(mu_);
+  int64_t removed_unacknowledged_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread writer_;
 };
 

@@ -29,6 +29,8 @@ class RedisServerProcess {
   ~RedisServerProcess();
 
   int port() const { return port_; }
+  // The server's process id (tests SIGSTOP/SIGCONT it to stall Redis).
+  pid_t pid() const { return pid_; }
   // "127.0.0.1:<port>", the form of the cache service's --redis flag.
   std::string address() const;
 
