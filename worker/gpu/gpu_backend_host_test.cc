@@ -7,26 +7,17 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/gpu/gpu_model_executor.h"
+#include "worker/model/forward_batch_examples.h"
 #include "worker/model/model_config.h"
 #include "worker/model/safetensors_reader.h"
 
 namespace radixkv::worker {
 namespace {
 
-ForwardBatch Decode2() {
-  ForwardBatch b;
-  b.is_decode = true;
-  b.input_ids = {5, 6};
-  b.positions = {2, 1};
-  b.qo_indptr = {0, 1, 2};
-  b.kv_indices = {0, 1, 2, 16, 17};
-  b.kv_indptr = {0, 3, 5};
-  b.out_cache_loc = {2, 17};
-  return b;
-}
+using testing::TwoSequenceDecodeBatch;
 
 TEST(ValidateForwardBatch, AcceptsConsistentDecode) {
-  EXPECT_TRUE(ValidateForwardBatch(Decode2(), 100, 64, 16).ok());
+  EXPECT_TRUE(ValidateForwardBatch(TwoSequenceDecodeBatch(), 100, 64, 16).ok());
 }
 
 TEST(ValidateForwardBatch, RejectsEachViolation) {
@@ -52,7 +43,7 @@ TEST(ValidateForwardBatch, RejectsEachViolation) {
       {"position", [](ForwardBatch& b) { b.positions[0] = -3; }},
   };
   for (const Case& c : cases) {
-    ForwardBatch b = Decode2();
+    ForwardBatch b = TwoSequenceDecodeBatch();
     c.edit(b);
     absl::Status s = ValidateForwardBatch(b, 100, 64, 16);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "worker/model/forward_batch_examples.h"
 
 namespace radixkv::worker {
 namespace {
@@ -10,22 +11,12 @@ namespace {
 constexpr int32_t kVocab = 100;
 constexpr int64_t kCapacity = 64;
 
-// Two decode sequences with 3 and 2 context tokens; the last kv_indices entry
-// of each is its new token's slot.
-ForwardBatch Decode2() {
-  ForwardBatch b;
-  b.is_decode = true;
-  b.input_ids = {5, 7};
-  b.positions = {2, 1};
-  b.qo_indptr = {0, 1, 2};
-  b.kv_indices = {0, 1, 2, 16, 17};
-  b.kv_indptr = {0, 3, 5};
-  b.out_cache_loc = {2, 17};
-  return b;
-}
+using testing::TwoSequenceDecodeBatch;
 
 TEST(ValidateForwardBatchTokens, AcceptsConsistentDecodeAndExtend) {
-  EXPECT_TRUE(ValidateForwardBatchTokens(Decode2(), kVocab, kCapacity).ok());
+  EXPECT_TRUE(
+      ValidateForwardBatchTokens(TwoSequenceDecodeBatch(), kVocab, kCapacity)
+          .ok());
   ForwardBatch e;
   e.input_ids = {1, 2, 3};
   e.positions = {4, 5, 0};
@@ -95,7 +86,7 @@ TEST(ValidateForwardBatchTokens, RejectsEachViolation) {
        "negative position"},
   };
   for (const Case& c : cases) {
-    ForwardBatch b = Decode2();
+    ForwardBatch b = TwoSequenceDecodeBatch();
     c.edit(b);
     const absl::Status s = ValidateForwardBatchTokens(b, kVocab, kCapacity);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
