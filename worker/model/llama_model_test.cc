@@ -142,6 +142,17 @@ std::vector<float> ForwardLogits(ModelExecutor& e, const ForwardBatch& b) {
   return logits;
 }
 
+// One-shot prefill of ids[0:n) (no prefix) into ceil(n / kPageSize) pages
+// taken from `pages`; logits of every position, [n, vocab]: the reference
+// the paged, reused and decoded paths are compared with.
+std::vector<float> OneShotLogits(ModelExecutor& e,
+                                 const std::vector<int32_t>& ids, int n,
+                                 PageSource& pages) {
+  ForwardBatch b;
+  AddExtend(&b, ids, 0, n, pages.Take((n + kPageSize - 1) / kPageSize));
+  return ForwardLogits(e, b);
+}
+
 // max |a[i] - b[off + i]| over a.size() elements.
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b,
                   size_t b_offset = 0) {
@@ -172,9 +183,7 @@ TEST(LlamaModelTest, PrefixReuseEqualsOneShotPrefill) {
     PageSource pages(seed);
     const int n = 300;
     const int pages_per_seq = (n + kPageSize - 1) / kPageSize;  // 19
-    ForwardBatch full_batch;
-    AddExtend(&full_batch, g.seq3, 0, n, pages.Take(pages_per_seq));
-    const std::vector<float> full = ForwardLogits(*e, full_batch);
+    const std::vector<float> full = OneShotLogits(*e, g.seq3, n, pages);
     EXPECT_LE(MaxAbsDiff(full, GoldenSeq3(g, model)), 1e-3) << model;
 
     // 200 ends mid-page (12 pages + 8), 192 on a boundary, plus extremes.
@@ -206,9 +215,7 @@ TEST(LlamaModelTest, RaggedExtendBatchEqualsOneShot) {
       MakeExecutor(g.shared + "/golden/models/llama3-gqa-bf16");
   ASSERT_NE(e, nullptr);
   PageSource pages(7);
-  ForwardBatch full_batch;
-  AddExtend(&full_batch, g.seq3, 0, 300, pages.Take(19));
-  const std::vector<float> full = ForwardLogits(*e, full_batch);
+  const std::vector<float> full = OneShotLogits(*e, g.seq3, 300, pages);
 
   const int splits[] = {0, 200, 192};
   const int ends[] = {40, 260, 300};
@@ -260,9 +267,7 @@ TEST(LlamaModelTest, CopyOnWritePartialPageReuse) {
         MakeExecutor(g.shared + "/golden/models/" + model);
     ASSERT_NE(e, nullptr);
     PageSource pages(11);
-    ForwardBatch full_batch;
-    AddExtend(&full_batch, g.seq3, 0, 300, pages.Take(19));
-    const std::vector<float> full = ForwardLogits(*e, full_batch);
+    const std::vector<float> full = OneShotLogits(*e, g.seq3, 300, pages);
 
     const PageTable a = pages.Take(19);
     ForwardBatch a_prefill;
@@ -312,9 +317,7 @@ TEST(LlamaModelTest, DecodePathEqualsPrefill) {
         g.shared + "/golden/models/" + v.model, v.layout, v.partition);
     ASSERT_NE(e, nullptr);
     PageSource pages(3);
-    ForwardBatch full_batch;
-    AddExtend(&full_batch, g.seq3, 0, 300, pages.Take(19));
-    const std::vector<float> full = ForwardLogits(*e, full_batch);
+    const std::vector<float> full = OneShotLogits(*e, g.seq3, 300, pages);
 
     const PageTable t = pages.Take(19);
     ForwardBatch first;
