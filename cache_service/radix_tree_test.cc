@@ -164,5 +164,50 @@ TEST_F(RadixTreeTest, RemoveWorkerKeepsOtherWorkers) {
   EXPECT_TRUE(tree_->empty());
 }
 
+// A lease locks only its prefix: LockPrefix splits the edge at the end of
+// the prefix; PagesProtectedByLockPrefix predicts, without changing the
+// tree, how many evictable pages the lock takes away.
+TEST_F(RadixTreeTest, LockPrefixSplitsAndLocksOnlyThePrefix) {
+  Insert(0, {1, 2, 3, 4, 5, 6, 7, 8});  // slots 0..7
+  PageAllocator& alloc = *allocators_[0];
+  ASSERT_EQ(alloc.num_evictable_pages(), 8);
+  const PathMatch m = tree_->MatchWorker(std::vector<int32_t>{1, 2, 3, 9}, 0);
+  ASSERT_EQ(m.matched_tokens, 3);
+  RadixNode* edge = m.path.back();
+  EXPECT_EQ(tree_->PagesProtectedByLockPrefix(edge, 3, 0), 3);
+  EXPECT_EQ(tree_->num_nodes(), 1);  // read-only
+  EXPECT_EQ(next_node_id_, 2u);
+
+  RadixNode* upper = tree_->LockPrefix(edge, 3, 0);
+  ASSERT_NE(upper, nullptr);
+  EXPECT_EQ(upper->tokens(), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(upper->residency(0)->lock_ref, 1);
+  EXPECT_EQ(edge->tokens(), (std::vector<int32_t>{4, 5, 6, 7, 8}));
+  EXPECT_EQ(edge->parent(), upper);
+  EXPECT_EQ(edge->residency(0)->lock_ref, 0);
+  EXPECT_EQ(alloc.num_protected_pages(), 3);  // exactly the prediction
+  EXPECT_EQ(alloc.num_evictable_pages(), 5);
+  EXPECT_EQ(queues_[0]->size(), 1u);  // the rest of the edge is evictable
+  locks_[{upper->id(), 0}] = 1;
+  ExpectInvariants();
+
+  // Above a locked node nothing more gets protected.
+  EXPECT_EQ(tree_->PagesProtectedByLockPrefix(edge, 5, 0), 2);
+  EXPECT_EQ(tree_->PagesProtectedByLockPrefix(edge, 2, 0), 0);
+  // A prefix ending at a node boundary is found by walking up, no split.
+  EXPECT_EQ(tree_->LockPrefix(edge, 3, 0), upper);
+  EXPECT_EQ(upper->residency(0)->lock_ref, 2);
+  EXPECT_EQ(tree_->num_nodes(), 2);
+  EXPECT_EQ(tree_->LockPrefix(edge, 0, 0), nullptr);
+  locks_[{upper->id(), 0}] = 2;
+  ExpectInvariants();
+  tree_->UnlockPath(upper, 0);
+  tree_->UnlockPath(upper, 0);
+  locks_.clear();
+  ExpectInvariants();
+  EXPECT_EQ(alloc.num_protected_pages(), 0);
+  EXPECT_EQ(alloc.num_evictable_pages(), 8);
+}
+
 }  // namespace
 }  // namespace radixkv::cache_service
