@@ -10,7 +10,9 @@
 //    start when CheckInvariants fails on the recovered state), and every
 //    lease whose Acquire was acknowledged (and not committed/released) is
 //    still valid.
-// The seed is printed; set RADIXKV_CRASH_SEED to replay one.
+// The seed is printed; set RADIXKV_CRASH_SEED to replay one. A second test
+// stalls redis-server (SIGSTOP) under an Acquire and checks that the
+// Acquire, answered UNAVAILABLE, is not applied after the rebuild.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -184,10 +186,14 @@ class CrashTest : public ::testing::Test {
     std::printf("crash test seed: %llu (RADIXKV_CRASH_SEED)\n",
                 static_cast<unsigned long long>(seed_));
     rng_.seed(seed_);
-    auto redis = RedisServerProcess::Start(TempDir() + "/redis");
+    // Each test has its own Redis data (the appendonly file persists).
+    const std::string dir = absl::StrCat(
+        TempDir(), "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    auto redis = RedisServerProcess::Start(dir + "/redis");
     ASSERT_TRUE(redis.ok()) << redis.status();
     redis_ = std::move(*redis);
-    log_path_ = TempDir() + "/cache_service.log";
+    log_path_ = dir + "/cache_service.log";
   }
 
   void StartService() {
@@ -494,6 +500,62 @@ TEST_F(CrashTest, KillNineAtRandomPointsLosesNothingAcknowledged) {
     it = held_.erase(it);
   }
   ExpectConsistent("final");
+}
+
+// The adversarial repro, end to end with the binary: redis-server is stalled
+// (SIGSTOP) while an Acquire is journaled; its write times out (the binary's
+// 2 s Redis I/O timeout) and the client gets UNAVAILABLE, but the pipelined
+// append sits in Redis's socket buffer and is stored once Redis resumes
+// (SIGCONT). The service must rebuild without it: the dump equals the one
+// before the Acquire, no lease, slots add up; also after a kill -9 restart.
+TEST_F(CrashTest, AcquireAnsweredUnavailableDuringARedisStallIsNotApplied) {
+  ASSERT_NO_FATAL_FAILURE(StartService());
+  ASSERT_NO_FATAL_FAILURE(RegisterWorkers());
+  const std::string before = Dump();
+
+  ASSERT_EQ(kill(redis_->pid(), SIGSTOP), 0);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(20));
+    pb::AcquireRequest req;
+    req.set_worker_id("w1");
+    req.set_epoch(1);
+    req.set_model("m");
+    for (int32_t t = 1; t <= 16; ++t) req.add_tokens(t);
+    pb::AcquireResponse resp;
+    grpc::Status s = service_->stub().Acquire(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << s.error_message();
+    EXPECT_NE(s.error_message().find("journal write failed"), std::string::npos)
+        << s.error_message();
+  }
+  ASSERT_EQ(kill(redis_->pid(), SIGCONT), 0);
+
+  // The background sweep reconnects and rebuilds; Stats answers again then.
+  bool available = false;
+  for (int i = 0; i < 300 && !available; ++i) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    pb::StatsResponse stats;
+    available = service_->stub().Stats(&ctx, pb::StatsRequest(), &stats).ok();
+    if (!available) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(available) << "no rebuild after SIGCONT; log:\n" << ReadLog();
+  EXPECT_TRUE(Dump() == before) << "the unacknowledged Acquire was applied";
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    pb::StatsResponse stats;
+    ASSERT_TRUE(service_->stub().Stats(&ctx, pb::StatsRequest(), &stats).ok());
+    EXPECT_EQ(stats.active_leases(), 0);
+    for (const auto& w : stats.workers()) EXPECT_EQ(w.protected_slots(), 0);
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectConsistent("after the redis stall"));
+  service_->Kill();
+  ASSERT_NO_FATAL_FAILURE(StartService());
+  EXPECT_TRUE(Dump() == before) << "restart after the stall";
+  ASSERT_NO_FATAL_FAILURE(ExpectConsistent("restart after the redis stall"));
 }
 
 }  // namespace
