@@ -69,6 +69,11 @@ struct Sequence {
 namespace {
 
 constexpr int kMaxStopStrings = 16;
+// A waiting request sharing at least this many prompt tokens with a running
+// sequence whose prompt is not in the tree yet waits for its keep_lease
+// Commit (a few steps) instead of computing the same prefix again
+// (SGLang's in-batch prefix caching check).
+constexpr int64_t kMinSharedPrefillTokens = 64;
 constexpr int kMaxStopStringBytes = 256;
 
 int64_t NowMillis() { return absl::ToUnixMillis(absl::Now()); }
@@ -757,6 +762,7 @@ void Scheduler::Admit(int32_t* prefill_budget) {
          *prefill_budget > 0) {
     Sequence* seq = waiting_.front().get();
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
+    if (WaitsForSharedPrefill(*seq)) break;
     // Decode room: like Grow, 2 x the batch it joins, so that sequences
     // admitted together run out at staggered steps and the one Grow per
     // step keeps up; never more than the request can still use.
@@ -843,6 +849,27 @@ void Scheduler::Admit(int32_t* prefill_budget) {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+}
+
+bool Scheduler::WaitsForSharedPrefill(const Sequence& candidate) const {
+  if (candidate.disable_prefix_cache) return false;
+  const int64_t threshold =
+      std::max<int64_t>(kMinSharedPrefillTokens, 2 * page_size_);
+  for (const auto& seq : running_) {
+    if (!seq->has_lease || seq->prefill_committed ||
+        seq->disable_prefix_cache || seq->cache_salt != candidate.cache_salt) {
+      continue;
+    }
+    // Tokens of the candidate that `seq` is computing and will insert.
+    const int64_t n = std::min<int64_t>(
+        seq->acquired_len, static_cast<int64_t>(candidate.tokens.size()) - 1);
+    if (n < threshold) continue;
+    const auto mismatch =
+        std::mismatch(candidate.tokens.begin(), candidate.tokens.begin() + n,
+                      seq->tokens.begin());
+    if (mismatch.first - candidate.tokens.begin() >= threshold) return true;
+  }
+  return false;
 }
 
 bool Scheduler::CommitCompletedPrefill() {

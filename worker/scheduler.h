@@ -5,7 +5,9 @@
 //   1. applies aborts and leases the cache service reported lost,
 //   2. admits waiting requests (higher GenerateRequest.priority first, FIFO
 //      within a priority) while memory allows (CacheService.Acquire ->
-//      lease {prefix_len, kv_indices, copy_ops}),
+//      lease {prefix_len, kv_indices, copy_ops}); a request sharing >= 64
+//      prompt tokens with a running prompt not yet inserted into the tree
+//      waits for that insertion (step 4) instead of computing them again,
 //   3. picks the batch: every running sequence that is generating (one token
 //      each) plus prefill chunks of admitted prompts under a per-step budget
 //      of max_prefill_tokens (chunked prefill),
@@ -231,6 +233,10 @@ class Scheduler {
   // Inserts one completed prefill into the tree with a keep_lease Commit and
   // applies the remapped table. Returns true if an RPC was made.
   bool CommitCompletedPrefill();
+  // True when `candidate` shares a long prompt prefix with a running
+  // sequence whose prompt is not yet in the tree: admitting it now would
+  // compute that prefix twice, so it waits for the keep_lease Commit.
+  bool WaitsForSharedPrefill(const Sequence& candidate) const;
   bool GrowOne();
   void Preempt(Sequence* victim);
   bool RunBatch(int32_t prefill_budget);

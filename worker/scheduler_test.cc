@@ -465,6 +465,32 @@ TEST_F(SchedulerTest, DuplicatePrefillIsRemappedToTheTreeCopy) {
   EXPECT_EQ(cache_->free_pages(), cache_->num_pages());
 }
 
+TEST_F(SchedulerTest, BurstSharingALongPrefixWaitsForTheFirstPrefill) {
+  SchedulerOptions options;
+  options.max_prefill_tokens = 64;  // The shared prefill takes 2 steps.
+  Init(1024, 4, options);
+  const std::vector<int32_t> shared = RandomPrompt(100);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(shared);
+    for (int32_t t : RandomPrompt(6)) prompts.back().push_back(t);
+    streams.push_back(Submit(Request(absl::StrCat("q", i), prompts[i], 8)));
+  }
+  RunUntilIdle();
+  std::vector<int32_t> cached;
+  for (int i = 0; i < 3; ++i) {
+    Result r = Collect(*streams[i]);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens, executor_->Generate(prompts[i], 8));
+    cached.push_back(r.usage.cached_tokens());
+  }
+  // Arriving together, the later two reuse the first one's prompt instead
+  // of computing the shared 100 tokens again.
+  EXPECT_EQ(cached, std::vector<int32_t>({0, 100, 100}));
+  EXPECT_EQ(scheduler_->Stats().prefill_tokens_computed, 106 + 2 * 6);
+}
+
 TEST_F(SchedulerTest, NoPrefillCommitWhenThePrefixCacheIsDisabled) {
   Init(256, 1);
   v1::GenerateRequest request = Request("nocache", RandomPrompt(12), 8);
