@@ -15,6 +15,8 @@
 #include "router/router_metrics.h"
 #include "router/router_service.h"
 #include "spdlog/spdlog.h"
+#include "worker/model/model_config.h"
+#include "worker/prompt_text_limit.h"
 
 ABSL_FLAG(int, grpc_port, 50050, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9100, "Prometheus /metrics port; 0 = disabled.");
@@ -127,6 +129,15 @@ int main(int argc, char** argv) {
   }
 
   router::RouterOptions options;
+  if (!model_dir.empty()) {
+    // Text longer than the model's context can hold is rejected before it
+    // is tokenized (worker/prompt_text_limit.h).
+    auto config = radixkv::worker::LoadModelConfig(model_dir);
+    if (config.ok()) {
+      options.max_prompt_text_bytes =
+          radixkv::worker::MaxPromptTextBytes(config->max_position_embeddings);
+    }
+  }
   options.cache_service_address = absl::GetFlag(FLAGS_cache_service);
   options.policy = absl::GetFlag(FLAGS_policy);
   options.cache_aware.prefill_weight = absl::GetFlag(FLAGS_prefill_weight);

@@ -1,12 +1,12 @@
 #include "router/router_service.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
@@ -39,6 +39,34 @@ bool IsRequestError(grpc::StatusCode code) {
 
 std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+// A fresh request id: kAssignedRequestIdPrefix + 128 random bits in hex.
+std::string AssignRequestId() {
+  absl::BitGen gen;  // Seeded from the OS entropy pool; not shared.
+  const uint64_t hi = absl::Uniform<uint64_t>(gen);
+  const uint64_t lo = absl::Uniform<uint64_t>(gen);
+  return absl::StrCat(kAssignedRequestIdPrefix, absl::Hex(hi, absl::kZeroPad16),
+                      absl::Hex(lo, absl::kZeroPad16));
+}
+
+// "a; b (x2 workers)": identical messages once, with their count.
+std::string JoinDistinct(const std::vector<std::string>& errors) {
+  std::vector<std::pair<std::string, int>> distinct;
+  for (const std::string& e : errors) {
+    auto it = std::find_if(distinct.begin(), distinct.end(),
+                           [&](const auto& d) { return d.first == e; });
+    if (it == distinct.end()) {
+      distinct.emplace_back(e, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [e, n] : distinct) {
+    parts.push_back(n > 1 ? absl::StrCat(e, " (x", n, ")") : e);
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 }  // namespace
@@ -82,13 +110,7 @@ absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
 RouterService::RouterService(const RouterOptions& options,
                              std::unique_ptr<PromptTokenizer> tokenizer,
                              RouterMetrics* metrics)
-    : options_(options),
-      tokenizer_(std::move(tokenizer)),
-      metrics_(metrics),
-      // Distinguishes ids assigned by different replicas and restarts.
-      instance_tag_(absl::StrCat(
-          getpid(), "-",
-          absl::Hex(absl::ToUnixNanos(absl::Now()) & 0xffffffff))) {
+    : options_(options), tokenizer_(std::move(tokenizer)), metrics_(metrics) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   cache_service_ = radixkv::v1::CacheService::NewStub(grpc::CreateCustomChannel(
@@ -293,11 +315,31 @@ grpc::Status RouterService::Generate(
                   grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                "the prompt is empty: set text or token_ids"));
   }
-  GenerateRequest forward = *request;
-  if (forward.request_id().empty()) {
-    forward.set_request_id(
-        absl::StrCat("router-", instance_tag_, "-", next_request_id_++));
+  if (has_text && options_.max_prompt_text_bytes > 0 &&
+      static_cast<int64_t>(request->text().size()) >
+          options_.max_prompt_text_bytes) {
+    // Before tokenizing: a huge text would cost seconds of CPU for a prompt
+    // that cannot fit the model's context anyway.
+    return finish(
+        "invalid_argument",
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("prompt text of ", request->text().size(),
+                                  " bytes exceeds the limit of ",
+                                  options_.max_prompt_text_bytes, " bytes (",
+                                  worker::kMaxPromptBytesPerPosition,
+                                  " bytes per position of the model's "
+                                  "context)")));
   }
+  if (absl::StartsWith(request->request_id(), kAssignedRequestIdPrefix)) {
+    return finish("invalid_argument",
+                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               absl::StrCat("request_id must not start with '",
+                                            kAssignedRequestIdPrefix,
+                                            "' (reserved for ids the router "
+                                            "assigns)")));
+  }
+  GenerateRequest forward = *request;
+  if (forward.request_id().empty()) forward.set_request_id(AssignRequestId());
   const std::string& request_id = forward.request_id();
   std::vector<int32_t> tokens;
   if (!has_text) {
@@ -354,6 +396,7 @@ grpc::Status RouterService::Generate(
   const int64_t decode_tokens =
       std::max(0, request->sampling().max_new_tokens());
   absl::flat_hash_set<std::string> failed;  // worker ids failed this request
+  absl::flat_hash_set<std::string> rejected_for_memory;  // subset of failed
   std::vector<std::string> errors;
   bool all_resource_exhausted = true;
   bool routed_once = false;
@@ -376,9 +419,11 @@ grpc::Status RouterService::Generate(
       continue;
     }
     if (live->empty()) {
-      errors.push_back(absl::StrCat("no live worker serves model ", *model));
-      all_resource_exhausted = false;
-      continue;
+      // Deterministic until a worker registers: no retry.
+      return finish(
+          "no_worker",
+          grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       absl::StrCat("no live worker serves model ", *model)));
     }
     // Prefer workers that have not failed (this request, or recently).
     PlacementInput input;
@@ -390,7 +435,16 @@ grpc::Status RouterService::Generate(
         input.candidates.push_back(c);
       }
     }
-    if (input.candidates.empty()) input.candidates = *live;
+    if (input.candidates.empty()) {
+      // A worker that rejected the request for memory (the prompt cannot
+      // fit its pool, its queue is full) would only reject it again.
+      for (const WorkerCandidate& c : *live) {
+        if (!rejected_for_memory.contains(c.worker_id)) {
+          input.candidates.push_back(c);
+        }
+      }
+    }
+    if (input.candidates.empty()) break;  // Every live worker rejected it.
     for (WorkerCandidate& c : input.candidates) {
       WorkerLoadTracker::WorkerCounts counts = load_.Get(c.worker_id);
       c.load_tokens = std::max(c.load_tokens, counts.outstanding_tokens);
@@ -497,6 +551,8 @@ grpc::Status RouterService::Generate(
     if (st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
       all_resource_exhausted = false;
       MarkFailed(target.worker_id);
+    } else {
+      rejected_for_memory.insert(target.worker_id);
     }
     failed.insert(target.worker_id);
     errors.push_back(what);
@@ -518,9 +574,11 @@ grpc::Status RouterService::Generate(
     }
   }
   const std::string summary =
-      absl::StrCat("request ", request_id,
-                   " failed on every attempt before its first token (",
-                   errors.size(), " attempts): ", absl::StrJoin(errors, "; "));
+      errors.size() == 1
+          ? absl::StrCat("request ", request_id, ": ", errors[0])
+          : absl::StrCat("request ", request_id,
+                         " failed on every attempt before its first token (",
+                         errors.size(), " attempts): ", JoinDistinct(errors));
   if (all_resource_exhausted && !errors.empty()) {
     return finish("resource_exhausted",
                   grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, summary));
@@ -546,6 +604,11 @@ grpc::Status RouterService::Abort(grpc::ServerContext* context,
   std::string address;
   {
     absl::MutexLock l(&flight->mu);
+    if (flight->aborted) {
+      // Another Abort got there first: exactly one caller sees true.
+      response->set_aborted(false);
+      return grpc::Status::OK;
+    }
     flight->aborted = true;
     address = flight->worker_address;
     if (flight->worker_context != nullptr) flight->worker_context->TryCancel();

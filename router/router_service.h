@@ -8,8 +8,12 @@
 //      counts are merged into the load, see WorkerLoadTracker);
 //   4. Worker.Generate is streamed back to the client. A failure before the
 //      first chunk was forwarded is retried on another worker (bounded by
-//      max_attempts, with backoff); after output was streamed the client
-//      gets UNAVAILABLE naming the worker and the tokens already sent.
+//      max_attempts, with backoff) unless it is deterministic (a rejection
+//      of the request itself: INVALID_ARGUMENT and the like, a prompt that
+//      cannot fit the pool, no live worker for the model), which is
+//      returned at once with its one message; after output was streamed the
+//      client gets UNAVAILABLE naming the worker and the tokens already
+//      sent.
 // Abort(request_id) and client disconnects cancel the worker stream and call
 // Worker.Abort. Workers absent from the latest Match (removed, timed out) are
 // never chosen; a restarted worker is a new epoch and starts with no
@@ -37,6 +41,7 @@
 #include "router/prompt_tokenizer.h"
 #include "router/router_metrics.h"
 #include "router/worker_load_tracker.h"
+#include "worker/prompt_text_limit.h"
 
 namespace radixkv::router {
 
@@ -67,7 +72,18 @@ struct RouterOptions {
   std::string model;
   // Honour kPolicyOverrideMetadataKey.
   bool allow_policy_override = true;
+  // Text prompts longer than this (bytes) are INVALID_ARGUMENT before they
+  // are tokenized: worker::MaxPromptTextBytes of the model's
+  // max_position_embeddings (router main reads it from --model_dir's
+  // config.json); the default is that of a 131072-position model (4 MiB).
+  int64_t max_prompt_text_bytes = worker::MaxPromptTextBytes(131072);
 };
+
+// Prefix of the request ids the router assigns itself ("rtr-" + 32 hex
+// digits of a random 128-bit value): unguessable, so that no client can
+// collide with or Abort another client's request, and a namespace clients
+// may not use (their ids with this prefix are INVALID_ARGUMENT).
+inline constexpr char kAssignedRequestIdPrefix[] = "rtr-";
 
 class RouterService final : public radixkv::v1::Router::Service {
  public:
@@ -119,12 +135,10 @@ class RouterService final : public radixkv::v1::Router::Service {
   const RouterOptions options_;
   const std::unique_ptr<PromptTokenizer> tokenizer_;
   RouterMetrics* const metrics_;
-  const std::string instance_tag_;
   absl::flat_hash_map<std::string, std::unique_ptr<PlacementPolicy>> policies_;
   PlacementPolicy* default_policy_ = nullptr;
   std::unique_ptr<radixkv::v1::CacheService::Stub> cache_service_;
   WorkerLoadTracker load_;
-  std::atomic<uint64_t> next_request_id_{1};
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_

@@ -34,7 +34,14 @@ std::unique_ptr<grpc::Server> StartServer(grpc::Service* service, int* port) {
 // A worker that streams `num_tokens` tokens (one per chunk), or fails.
 class FakeWorker final : public radixkv::v1::Worker::Service {
  public:
-  enum class Mode { kStream, kFailBeforeFirst, kFailAfterTwo, kBlock };
+  enum class Mode {
+    kStream,
+    kFailBeforeFirst,
+    kFailAfterTwo,
+    kBlock,
+    kRejectInvalid,
+    kRejectNoFit
+  };
   explicit FakeWorker(std::string id) : id_(std::move(id)) {
     server_ = StartServer(this, &port_);
   }
@@ -52,6 +59,14 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
     Mode mode = mode_.load();
     if (mode == Mode::kFailBeforeFirst) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake worker down");
+    }
+    if (mode == Mode::kRejectInvalid) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "top_p must be in (0, 1]");
+    }
+    if (mode == Mode::kRejectNoFit) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "prompt cannot fit the KV pool");
     }
     if (mode == Mode::kBlock) {
       GenerateResponse first;
@@ -183,10 +198,13 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   std::string last_model_;
 };
 
+std::atomic<int> g_encode_calls{0};
+
 class CharTokenizer : public PromptTokenizer {
  public:
   absl::StatusOr<std::vector<int32_t>> Encode(
       absl::string_view text) const override {
+    ++g_encode_calls;
     std::vector<int32_t> ids = {1};
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
     return ids;
@@ -498,6 +516,144 @@ TEST_F(RouterServiceTest, UnknownDefaultPolicyIsRejected) {
   RouterMetrics metrics(registry);
   EXPECT_EQ(RouterService::Create(options, nullptr, &metrics).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos;
+       pos = text.find(what, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(RouterServiceTest, InvalidArgumentFromAWorkerIsNotRetried) {
+  a_->set_mode(FakeWorker::Mode::kRejectInvalid);
+  b_->set_mode(FakeWorker::Mode::kRejectInvalid);
+  RouterOptions options;
+  options.max_attempts = 3;
+  StartRouter(options);
+  StreamResult r = Run(Tokens({1, 2, 3}));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "top_p must be in (0, 1]");
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 1u);
+}
+
+TEST_F(RouterServiceTest, PromptThatFitsNoWorkerIsTriedOncePerWorker) {
+  a_->set_mode(FakeWorker::Mode::kRejectNoFit);
+  b_->set_mode(FakeWorker::Mode::kRejectNoFit);
+  RouterOptions options;
+  options.max_attempts = 5;
+  StartRouter(options);
+  StreamResult r = Run(Tokens({1, 2, 3}, "nofit"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(a_->requests().size(), 1u);
+  EXPECT_EQ(b_->requests().size(), 1u);
+  EXPECT_EQ(Occurrences(r.status.error_message(), "cannot fit"), 2)
+      << r.status.error_message();
+
+  // One worker: one attempt and one plain message.
+  cache_.Set({{"worker-a", a_->address()}});
+  r = Run(Tokens({1, 2, 3}, "nofit-one"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(a_->requests().size(), 2u);
+  EXPECT_EQ(r.status.error_message(),
+            absl::StrCat("request nofit-one: worker worker-a (", a_->address(),
+                         ") RESOURCE_EXHAUSTED: prompt cannot fit the KV "
+                         "pool"));
+}
+
+TEST_F(RouterServiceTest, NoLiveWorkerForTheModelIsNotRetried) {
+  cache_.Set({});
+  RouterOptions options;
+  options.max_attempts = 3;
+  StartRouter(options);
+  GenerateRequest request = Tokens({1, 2, 3});
+  request.set_model("demo");
+  StreamResult r = Run(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(r.status.error_message(), "no live worker serves model demo");
+  EXPECT_EQ(cache_.matches(), 1);
+}
+
+TEST_F(RouterServiceTest, ConcurrentAbortsReportOneSuccess) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kBlock);
+  StartRouter();
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "abort-me"));
+  GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  std::atomic<int> aborted{0}, ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&] {
+      radixkv::v1::AbortRequest abort;
+      abort.set_request_id("abort-me");
+      radixkv::v1::AbortResponse resp;
+      grpc::ClientContext actx;
+      grpc::Status st = stub_->Abort(&actx, abort, &resp);
+      if (st.ok()) ++ok;
+      if (st.ok() && resp.aborted()) ++aborted;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(aborted.load(), 1);
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(RouterServiceTest, AssignedRequestIdsAreRandomAndReserved) {
+  StartRouter();
+  ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
+  ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
+  std::vector<std::string> ids;
+  for (const auto& req : a_->requests()) ids.push_back(req.request_id());
+  for (const auto& req : b_->requests()) ids.push_back(req.request_id());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_NE(ids[0], ids[1]);
+  for (const std::string& id : ids) {
+    ASSERT_EQ(id.size(), 4u + 32u) << id;
+    EXPECT_EQ(id.substr(0, 4), kAssignedRequestIdPrefix);
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 4), std::string::npos)
+        << id;
+  }
+  // A client may not use the reserved namespace (to collide with or abort
+  // another client's request).
+  StreamResult r = Run(Tokens({1, 2, 3}, ids[0]));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("reserved"), std::string::npos);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 2u);
+  ASSERT_TRUE(Run(Tokens({1, 2, 3}, "rt-client-id")).status.ok());
+}
+
+TEST_F(RouterServiceTest, OversizedTextIsRejectedBeforeTokenizing) {
+  RouterOptions options;
+  options.max_prompt_text_bytes = 100;
+  StartRouter(options);
+  const int encodes = g_encode_calls.load();
+  GenerateRequest request;
+  request.set_text(std::string(101, 'x'));
+  request.mutable_sampling()->set_max_new_tokens(3);
+  StreamResult r = Run(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("exceeds the limit of 100 bytes"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(g_encode_calls.load(), encodes);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+  request.set_text(std::string(100, 'x'));
+  EXPECT_TRUE(Run(request).status.ok());
+  EXPECT_EQ(g_encode_calls.load(), encodes + 1);
+  // The default bound is derived from a model context.
+  EXPECT_EQ(RouterOptions().max_prompt_text_bytes, 131072 * 32);
 }
 
 }  // namespace
