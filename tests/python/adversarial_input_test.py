@@ -572,13 +572,13 @@ class AdversarialInputTest(unittest.TestCase):
                 t.start()
             for t in threads:
                 t.join()
-            # At least one wins; concurrent ones may also answer True (both
-            # services report "found", reported as a nit), the rest say not
-            # found.
+            # Exactly one wins; the others answer aborted=false (the router
+            # may also have forgotten the id already: NOT_FOUND).
             not_found = False if target == "worker" else \
                 grpc.StatusCode.NOT_FOUND
-            self.assertGreaterEqual(aborted.count(True), 1, aborted)
-            self.assertEqual(aborted.count(True) + aborted.count(not_found), 5,
+            self.assertEqual(aborted.count(True), 1, aborted)
+            self.assertEqual(aborted.count(True) + aborted.count(False) +
+                             aborted.count(grpc.StatusCode.NOT_FOUND), 5,
                              aborted)
             with self.assertRaises(grpc.RpcError) as cm:
                 list(it)
