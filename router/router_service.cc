@@ -420,6 +420,11 @@ grpc::Status RouterService::Generate(
     }
     if (live->empty()) {
       // Deterministic until a worker registers: no retry.
+      if (!errors.empty()) {
+        errors.push_back(absl::StrCat("no live worker serves model ", *model));
+        all_resource_exhausted = false;
+        break;
+      }
       return finish(
           "no_worker",
           grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -770,8 +770,12 @@ void Scheduler::Admit(int32_t* prefill_budget) {
         65536,
         std::max<int64_t>(options_.reserve_tokens,
                           2 * (static_cast<int64_t>(running_.size()) + 1)));
-    const int64_t reserve =
-        std::clamp<int64_t>(seq->max_slots_needed() - len, 0, room);
+    // A preempted sequence readmitted alone takes every slot it can still
+    // need (it fits the empty pool, Submit checked), so that it never
+    // depends on a Grow (rounded up to the service's chunk) again.
+    const bool alone_again = seq->admitted_once && running_.empty();
+    const int64_t reserve = std::clamp<int64_t>(seq->max_slots_needed() - len,
+                                                0, alone_again ? 65536 : room);
     v1::AcquireRequest request;
     request.set_worker_id(options_.worker_id);
     request.set_epoch(epoch);

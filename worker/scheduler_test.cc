@@ -382,7 +382,10 @@ TEST_F(SchedulerTest, LoneSequenceWithoutMemoryIsPreemptedNotFailed) {
   ASSERT_EQ(scheduler_->Stats().preemptions, 1);
   cache_->ExhaustNext("Grow", 0);
   cache_->ExhaustNext("Acquire", 5);
+  const int64_t grows = cache_->calls("Grow");
   RunUntilIdle();
+  // Readmitted alone, it leased every slot it could still need: no Grow.
+  EXPECT_EQ(cache_->calls("Grow"), grows);
   Result r = Collect(*stream, partial);
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.reason, v1::FINISH_REASON_LENGTH);
