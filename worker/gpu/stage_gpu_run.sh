@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CPU-machine half: builds the GPU backend binaries and the cluster binaries
 # with Bazel and stages them for the GPU machine in RUN_DIR (default
-# .gpu-run; ignore it in .git/info/exclude and carry it with the device
-# tool), with the Debian shared libraries they need (xz-compressed: the
+# .gpu-run, ignored by .gitignore; name it in the device tool's carry
+# list), with the Debian shared libraries they need (xz-compressed: the
 # device tool carries at most 64 MiB) and a copy of shared/golden.
 #   worker/gpu/stage_gpu_run.sh [RUN_DIR] [SHARED_DIR]
 set -euo pipefail
