@@ -20,7 +20,16 @@ struct RouterMetrics::Families {
   prometheus::Family<prometheus::Counter>* retries;
   prometheus::Family<prometheus::Histogram>* routing_latency;
   prometheus::Gauge* in_flight;
+  prometheus::Family<prometheus::Histogram>* request_duration;
+  prometheus::Family<prometheus::Histogram>* ttft;
 };
+
+const std::vector<double>& RouterMetrics::RequestLatencyBuckets() {
+  static const std::vector<double> buckets = {0.005, 0.01, 0.025, 0.05,  0.1,
+                                              0.25,  0.5,  1.0,   2.5,   5.0,
+                                              10.0,  30.0, 60.0,  120.0, 300.0};
+  return buckets;
+}
 
 const std::vector<double>& RouterMetrics::RoutingLatencyBuckets() {
   static const std::vector<double> buckets = {
@@ -73,6 +82,27 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                        .Help("Generate requests in progress.")
                        .Register(registry)
                        .Add({});
+  f_->request_duration =
+      &prometheus::BuildHistogram()
+           .Name("radixkv_router_request_duration_seconds")
+           .Help(
+               "Client-visible Generate latency: arrival to the final status "
+               "(whole stream), seconds.")
+           .Register(registry);
+  f_->ttft = &prometheus::BuildHistogram()
+                  .Name("radixkv_router_time_to_first_token_seconds")
+                  .Help(
+                      "Arrival to the first token written to the client "
+                      "(routing, failovers, worker queueing and prefill), "
+                      "seconds.")
+                  .Register(registry);
+  // Build identity: the proto contract version (no Bazel stamping).
+  prometheus::BuildGauge()
+      .Name("radixkv_build_info")
+      .Help("Always 1; labels give the component and its version.")
+      .Register(registry)
+      .Add({{"component", "router"}, {"version", "radixkv.v1"}})
+      .Set(1);
 }
 
 RouterMetrics::~RouterMetrics() = default;
@@ -116,6 +146,22 @@ void RouterMetrics::CountRetry(absl::string_view reason) {
 
 void RouterMetrics::AddInFlight(int delta) {
   f_->in_flight->Increment(static_cast<double>(delta));
+}
+
+void RouterMetrics::ObserveRequestDuration(absl::string_view policy,
+                                           absl::string_view outcome,
+                                           double seconds) {
+  f_->request_duration
+      ->Add(
+          {{"policy", std::string(policy)}, {"outcome", std::string(outcome)}},
+          RequestLatencyBuckets())
+      .Observe(seconds);
+}
+
+void RouterMetrics::ObserveTimeToFirstToken(absl::string_view policy,
+                                            double seconds) {
+  f_->ttft->Add({{"policy", std::string(policy)}}, RequestLatencyBuckets())
+      .Observe(seconds);
 }
 
 }  // namespace radixkv::router

@@ -10,6 +10,12 @@
 //     (request arrival to the dispatch decision, incl. tokenization and
 //     the CacheService.Match RPC)
 //   radixkv_router_in_flight_requests                        gauge
+//   radixkv_router_request_duration_seconds{policy,outcome}  histogram, s
+//     (client-visible: request arrival to the final status, streaming incl.)
+//   radixkv_router_time_to_first_token_seconds{policy}       histogram, s
+//     (request arrival to the first token written to the client, incl.
+//     routing, failovers and the worker's queueing + prefill)
+//   radixkv_build_info{component="router",version}           gauge = 1
 #ifndef RADIXKV_ROUTER_ROUTER_METRICS_H_
 #define RADIXKV_ROUTER_ROUTER_METRICS_H_
 
@@ -43,6 +49,16 @@ class RouterMetrics {
   void CountDispatch(const std::string& worker_id);
   void CountRetry(absl::string_view reason);
   void AddInFlight(int delta);
+  // One finished Generate: arrival to final status, seconds; `outcome` as in
+  // CountRequest.
+  void ObserveRequestDuration(absl::string_view policy,
+                              absl::string_view outcome, double seconds);
+  // Arrival to the first token written to the client, seconds (at most once
+  // per request).
+  void ObserveTimeToFirstToken(absl::string_view policy, double seconds);
+
+  // Histogram bucket upper bounds of request duration and TTFT, seconds.
+  static const std::vector<double>& RequestLatencyBuckets();
 
   // Histogram bucket upper bounds of routing latency, seconds.
   static const std::vector<double>& RoutingLatencyBuckets();

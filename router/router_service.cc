@@ -302,8 +302,11 @@ grpc::Status RouterService::Generate(
   PlacementPolicy* policy = PolicyFor(context);
   const std::string policy_name(policy->name());
   std::string decision = "none";
+  bool first_token_seen = false;
   auto finish = [&](const std::string& outcome, grpc::Status st) {
     metrics_->CountRequest(policy_name, decision, outcome);
+    metrics_->ObserveRequestDuration(
+        policy_name, outcome, absl::ToDoubleSeconds(absl::Now() - arrival));
     return st;
   };
 
@@ -509,6 +512,11 @@ grpc::Status RouterService::Generate(
       }
       forwarded = true;
       streamed_tokens += chunk.token_ids_size();
+      if (!first_token_seen && chunk.token_ids_size() > 0) {
+        first_token_seen = true;
+        metrics_->ObserveTimeToFirstToken(
+            policy_name, absl::ToDoubleSeconds(absl::Now() - arrival));
+      }
     }
     grpc::Status st = reader->Finish();
     bool aborted, client_gone;

@@ -1,0 +1,86 @@
+#include "router/router_metrics.h"
+
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+
+namespace radixkv::router {
+namespace {
+
+// name{label values...} -> value of counters and gauges; histograms give
+// _count and _sum.
+std::map<std::string, double> Scrape(const prometheus::Registry& registry) {
+  std::map<std::string, double> out;
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::string name = family.name;
+      for (const auto& label : metric.label) {
+        name += "{" + label.name + "=" + label.value + "}";
+      }
+      switch (family.type) {
+        case prometheus::MetricType::Counter:
+          out[name] = metric.counter.value;
+          break;
+        case prometheus::MetricType::Gauge:
+          out[name] = metric.gauge.value;
+          break;
+        case prometheus::MetricType::Histogram:
+          out[name + "_count"] =
+              static_cast<double>(metric.histogram.sample_count);
+          out[name + "_sum"] = metric.histogram.sample_sum;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(RouterMetricsTest, RecordsRequestDurationByPolicyAndOutcome) {
+  prometheus::Registry registry;
+  RouterMetrics metrics(registry);
+  metrics.ObserveRequestDuration("prefix_aware", "ok", 0.5);
+  metrics.ObserveRequestDuration("prefix_aware", "ok", 1.25);
+  metrics.ObserveRequestDuration("round_robin", "no_worker", 0.002);
+
+  std::map<std::string, double> v = Scrape(registry);
+  const std::string ok =
+      "radixkv_router_request_duration_seconds{outcome=ok}{policy=prefix_"
+      "aware}";
+  EXPECT_EQ(v[ok + "_count"], 2);
+  EXPECT_DOUBLE_EQ(v[ok + "_sum"], 1.75);
+  const std::string no_worker =
+      "radixkv_router_request_duration_seconds{outcome=no_worker}{policy="
+      "round_robin}";
+  EXPECT_EQ(v[no_worker + "_count"], 1);
+  EXPECT_DOUBLE_EQ(v[no_worker + "_sum"], 0.002);
+}
+
+TEST(RouterMetricsTest, RecordsTimeToFirstTokenByPolicy) {
+  prometheus::Registry registry;
+  RouterMetrics metrics(registry);
+  metrics.ObserveTimeToFirstToken("prefix_aware", 0.125);
+  metrics.ObserveTimeToFirstToken("prefix_aware", 0.375);
+
+  std::map<std::string, double> v = Scrape(registry);
+  const std::string ttft =
+      "radixkv_router_time_to_first_token_seconds{policy=prefix_aware}";
+  EXPECT_EQ(v[ttft + "_count"], 2);
+  EXPECT_DOUBLE_EQ(v[ttft + "_sum"], 0.5);
+  EXPECT_EQ(v.count("radixkv_router_time_to_first_token_seconds{policy="
+                    "round_robin}_count"),
+            0u);
+}
+
+TEST(RouterMetricsTest, ExportsBuildInfo) {
+  prometheus::Registry registry;
+  RouterMetrics metrics(registry);
+  std::map<std::string, double> v = Scrape(registry);
+  EXPECT_EQ(v["radixkv_build_info{component=router}{version=radixkv.v1}"], 1);
+}
+
+}  // namespace
+}  // namespace radixkv::router
