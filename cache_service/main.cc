@@ -24,6 +24,10 @@
 
 ABSL_FLAG(int, grpc_port, 50051, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9101, "Prometheus /metrics port; 0 = disabled.");
+ABSL_FLAG(int, drain_timeout_s, 5,
+          "Seconds SIGTERM/SIGINT waits for in-flight RPCs to finish after "
+          "readiness drops to NOT_SERVING, before cancelling them; in "
+          "[0, 3600].");
 ABSL_FLAG(std::string, redis, "",
           "Redis host:port holding the journal and snapshots. Empty = "
           "in-memory mode (state is lost when the process exits).");
@@ -71,6 +75,10 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
       CheckRange("grpc_port", absl::GetFlag(FLAGS_grpc_port), 0, 65535);
   if (s.ok()) {
     s = CheckRange("metrics_port", absl::GetFlag(FLAGS_metrics_port), 0, 65535);
+  }
+  if (s.ok()) {
+    s = CheckRange("drain_timeout_s", absl::GetFlag(FLAGS_drain_timeout_s), 0,
+                   3600);
   }
   if (s.ok()) {
     s = CheckRange("lease_ttl_ms", absl::GetFlag(FLAGS_lease_ttl_ms), 100,
@@ -227,7 +235,7 @@ int main(int argc, char** argv) {
       options.cache.heartbeat_timeout_ms);
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", sig);
-  (*server)->Shutdown(absl::Seconds(5));
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   grpc_server.store(nullptr);
   service->reset();  // stops the sweep, flushes the journal
   spdlog::info("cache_service stopped cleanly");

@@ -58,6 +58,11 @@ ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
 ABSL_FLAG(bool, allow_policy_override, true,
           "Honour the radixkv-placement-policy request metadata (policy "
           "comparisons on one cluster).");
+ABSL_FLAG(int, drain_timeout_s, 5,
+          "Seconds SIGTERM/SIGINT waits for in-flight RPCs (Generate "
+          "streams) to finish after readiness drops to NOT_SERVING, before "
+          "cancelling what is left; in [0, 3600]. Keep it below the pod's "
+          "terminationGracePeriodSeconds.");
 
 namespace {
 
@@ -86,6 +91,10 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError(
         "--prefill_weight, --load_weight, --balance_abs_tokens must be >= 0 "
         "and --balance_rel_ratio >= 1");
+  }
+  int drain = absl::GetFlag(FLAGS_drain_timeout_s);
+  if (drain < 0 || drain > 3600) {
+    return absl::InvalidArgumentError("--drain_timeout_s must be in [0, 3600]");
   }
   if (absl::GetFlag(FLAGS_cache_service).empty()) {
     return absl::InvalidArgumentError("--cache_service must be host:port");
@@ -176,8 +185,9 @@ int main(int argc, char** argv) {
       (*server)->port(), options.policy, options.cache_service_address,
       (*metrics)->port());
   int sig = process::WaitForShutdownSignal();
-  spdlog::info("signal {}: shutting down", sig);
-  (*server)->Shutdown(absl::Seconds(5));
+  spdlog::info("signal {}: draining for up to {} s", sig,
+               absl::GetFlag(FLAGS_drain_timeout_s));
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   (*service)->Shutdown();
   spdlog::info("router stopped cleanly");
   return 0;
