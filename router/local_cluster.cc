@@ -225,6 +225,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   c->router_metrics_port_ = port(3);
   for (int i = 0; i < o.num_workers; ++i)
     c->worker_ports_.push_back(port(4 + i));
+  if (o.process_metrics) {
+    c->cache_metrics_port_ = port(4 + o.num_workers);
+    for (int i = 0; i < o.num_workers; ++i)
+      c->worker_metrics_ports_.push_back(port(5 + o.num_workers + i));
+  }
   c->workers_.resize(o.num_workers);
   if (o.use_redis) {
     if (absl::Status s = c->StartRedis(); !s.ok()) return s;
@@ -270,6 +275,13 @@ std::string LocalCluster::router_address() const {
 }
 std::string LocalCluster::router_metrics_address() const {
   return Loopback(router_metrics_port_);
+}
+std::string LocalCluster::cache_service_metrics_address() const {
+  return cache_metrics_port_ == 0 ? "" : Loopback(cache_metrics_port_);
+}
+std::string LocalCluster::worker_metrics_address(int i) const {
+  return worker_metrics_ports_.empty() ? ""
+                                       : Loopback(worker_metrics_ports_.at(i));
 }
 std::string LocalCluster::cache_service_address() const {
   return Loopback(cache_port_);
@@ -331,7 +343,8 @@ absl::Status LocalCluster::StartRedis() {
 absl::Status LocalCluster::StartCacheService() {
   std::vector<std::string> argv = {
       Bin("cache_service"), "--bind_address=127.0.0.1",
-      absl::StrCat("--grpc_port=", cache_port_), "--metrics_port=0"};
+      absl::StrCat("--grpc_port=", cache_port_),
+      absl::StrCat("--metrics_port=", cache_metrics_port_)};
   if (options_.use_redis) {
     argv.push_back(absl::StrCat("--redis=", redis_address()));
   }
@@ -350,7 +363,9 @@ absl::Status LocalCluster::StartWorker(int i) {
       Bin("worker"),
       "--bind_address=127.0.0.1",
       absl::StrCat("--grpc_port=", worker_ports_[i]),
-      "--metrics_port=0",
+      absl::StrCat("--metrics_port=", worker_metrics_ports_.empty()
+                                          ? 0
+                                          : worker_metrics_ports_[i]),
       absl::StrCat("--worker_id=", worker_id(i)),
       absl::StrCat("--advertise_address=", worker_address(i)),
       absl::StrCat("--cache_service=", cache_service_address()),

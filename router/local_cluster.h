@@ -84,8 +84,14 @@ struct LocalClusterOptions {
   bool use_redis = true;
   int num_workers = 2;
   // Ports: 0 = free ports picked at start. Otherwise consecutive from
-  // base_port: redis, cache service, router, router metrics, workers...
+  // base_port: redis (+0), cache service (+1), router (+2), router metrics
+  // (+3), workers (+4 .. +3+N); with process_metrics also cache service
+  // metrics (+4+N) and worker metrics (+5+N .. +4+2N), N = num_workers.
   int base_port = 0;
+  // true: the cache service and every worker serve /metrics too (see
+  // cache_service_metrics_address(), worker_metrics_address()); false: they
+  // get --metrics_port=0 (disabled) and only the router serves /metrics.
+  bool process_metrics = false;
   std::string policy = "cache_aware";
   // nice(2) increment of the workers: on a small machine where workers and
   // the control plane share cores, > 0 keeps routing decisions and cache
@@ -114,6 +120,11 @@ class LocalCluster {
   std::string router_address() const;
   std::string router_metrics_address() const;
   std::string cache_service_address() const;
+  // host:port of the cache service's /metrics; empty unless
+  // options().process_metrics.
+  std::string cache_service_metrics_address() const;
+  // host:port of worker i's /metrics; empty unless options().process_metrics.
+  std::string worker_metrics_address(int i) const;
   std::string redis_address() const;
   std::string worker_address(int i) const;
   std::string worker_id(int i) const;
@@ -145,8 +156,9 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   int redis_port_ = 0, cache_port_ = 0, router_port_ = 0,
-      router_metrics_port_ = 0;
+      router_metrics_port_ = 0, cache_metrics_port_ = 0;
   std::vector<int> worker_ports_;
+  std::vector<int> worker_metrics_ports_;  // empty unless process_metrics
   std::unique_ptr<ChildProcess> redis_, cache_service_, router_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
   int cache_service_starts_ = 0;

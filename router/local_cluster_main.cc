@@ -41,8 +41,13 @@ ABSL_FLAG(std::string, model_dir, "",
           "Checkpoint directory; empty = models/radixkv-demo-llama under the "
           "working directory or this binary's runfiles.");
 ABSL_FLAG(int, base_port, 0,
-          "First of consecutive loopback ports (redis, cache service, router, "
-          "router metrics, workers); 0 = free ports.");
+          "First of consecutive loopback ports: redis +0, cache service +1, "
+          "router +2, router metrics +3, workers +4..+3+N; with "
+          "--process_metrics also cache service metrics +4+N and worker "
+          "metrics +5+N..+4+2N (N = --num_workers). 0 = free ports.");
+ABSL_FLAG(bool, process_metrics, false,
+          "Give the cache service and every worker a /metrics port too (laid "
+          "out as in --base_port); false = only the router serves /metrics.");
 ABSL_FLAG(int, num_workers, 2, "CPU workers.");
 ABSL_FLAG(int, worker_threads, 1, "--threads of each worker.");
 ABSL_FLAG(int64_t, kv_capacity_tokens, 3072,
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
   options.use_redis = absl::GetFlag(FLAGS_redis);
   options.num_workers = absl::GetFlag(FLAGS_num_workers);
   options.base_port = absl::GetFlag(FLAGS_base_port);
+  options.process_metrics = absl::GetFlag(FLAGS_process_metrics);
   options.policy = absl::GetFlag(FLAGS_policy);
   options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
   options.worker_args = SplitArgs(absl::GetFlag(FLAGS_worker_args));
@@ -203,11 +209,18 @@ int main(int argc, char** argv) {
       std::printf("  redis-server   %s  (dir %s/redis)\n",
                   options.use_redis ? c.redis_address().c_str() : "off",
                   options.run_dir.c_str());
-      std::printf("  cache_service  %s  grpc.health.v1 SERVING\n",
-                  c.cache_service_address().c_str());
+      // " (metrics host:port)" when the process serves /metrics.
+      auto metrics_note = [](const std::string& address) {
+        return address.empty() ? std::string()
+                               : absl::StrCat(" (metrics ", address, ")");
+      };
+      std::printf("  cache_service  %s  grpc.health.v1 SERVING%s\n",
+                  c.cache_service_address().c_str(),
+                  metrics_note(c.cache_service_metrics_address()).c_str());
       for (int i = 0; i < c.num_workers(); ++i) {
-        std::printf("  %-14s %s  grpc.health.v1 SERVING, registered\n",
-                    c.worker_id(i).c_str(), c.worker_address(i).c_str());
+        std::printf("  %-14s %s  grpc.health.v1 SERVING, registered%s\n",
+                    c.worker_id(i).c_str(), c.worker_address(i).c_str(),
+                    metrics_note(c.worker_metrics_address(i)).c_str());
       }
       std::printf("  router         %s  grpc.health.v1 SERVING (metrics %s)\n",
                   c.router_address().c_str(),
