@@ -110,6 +110,18 @@ CacheMetrics::CacheMetrics(prometheus::Registry& registry,
               .Add({},
                    prometheus::Histogram::BucketBoundaries{
                        1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096})),
+      redis_up_(prometheus::BuildGauge()
+                    .Name("radixkv_cache_redis_up")
+                    .Help("1 while the Redis journal is writable; 0 after a "
+                          "failed write until repaired, and in memory mode.")
+                    .Register(registry)
+                    .Add({})),
+      journal_write_errors_(
+          prometheus::BuildCounter()
+              .Name("radixkv_cache_journal_write_errors_total")
+              .Help("Redis journal writes that failed.")
+              .Register(registry)
+              .Add({})),
       rpc_latency_family_(prometheus::BuildHistogram()
                               .Name("radixkv_cache_rpc_latency_seconds")
                               .Help("Server-side latency of CacheService RPCs "
@@ -125,6 +137,14 @@ CacheMetrics::CacheMetrics(prometheus::Registry& registry,
       .Help("1 for the active persistence mode (redis or memory).")
       .Register(registry)
       .Add({{"mode", persistence}})
+      .Set(1);
+  redis_up_.Set(persistence == "redis" ? 1 : 0);
+  // Build identity: the proto contract version (no Bazel stamping).
+  prometheus::BuildGauge()
+      .Name("radixkv_build_info")
+      .Help("Always 1; labels give the component and its version.")
+      .Register(registry)
+      .Add({{"component", "cache_service"}, {"version", "radixkv.v1"}})
       .Set(1);
   for (int i = 0; i < static_cast<int>(CacheRpc::kCount); ++i) {
     rpc_latency_[i] = &rpc_latency_family_.Add(
@@ -158,6 +178,10 @@ void CacheMetrics::ObserveJournalFlush(double seconds, int entries) {
   journal_latency_.Observe(seconds);
   journal_batch_.Observe(entries);
 }
+
+void CacheMetrics::SetRedisUp(bool up) { redis_up_.Set(up ? 1 : 0); }
+
+void CacheMetrics::AddJournalWriteError() { journal_write_errors_.Increment(); }
 
 void CacheMetrics::Advance(prometheus::Counter* counter, int64_t* last,
                            int64_t now_value, bool restarted) {

@@ -18,6 +18,15 @@
 //   radixkv_cache_journal_batch_entries              entries per flush
 //   radixkv_cache_rpc_latency_seconds{rpc}           server time per RPC
 //   radixkv_cache_rpc_total{rpc,code}                RPCs by status code
+//   radixkv_cache_redis_up                           1 while the Redis
+//                                                    journal is writable, 0
+//                                                    after a failed write
+//                                                    until repaired (and
+//                                                    always 0 in memory mode)
+//   radixkv_cache_journal_write_errors_total         journal writes that
+//                                                    failed (each failed
+//                                                    entry's callback)
+//   radixkv_build_info{component="cache_service",version}  1
 //
 // Per-worker values come from the service's StatsResponse (UpdateFromStats,
 // called by the service's background sweep and before tests read them). The
@@ -78,6 +87,12 @@ class CacheMetrics {
   // One pipelined journal flush: round trip in seconds, entries carried.
   void ObserveJournalFlush(double seconds, int entries);
 
+  // The Redis journal became unwritable (false) or was repaired (true).
+  void SetRedisUp(bool up);
+
+  // One journal write failed (an entry's done callback got an error).
+  void AddJournalWriteError();
+
   // Sets the per-worker gauges and advances the counters from a full
   // (unfiltered) Stats snapshot; workers absent from it lose their series.
   void UpdateFromStats(const radixkv::v1::StatsResponse& stats);
@@ -113,6 +128,8 @@ class CacheMetrics {
   prometheus::Gauge& tree_nodes_;
   prometheus::Histogram& journal_latency_;
   prometheus::Histogram& journal_batch_;
+  prometheus::Gauge& redis_up_;
+  prometheus::Counter& journal_write_errors_;
   prometheus::Family<prometheus::Histogram>& rpc_latency_family_;
   prometheus::Family<prometheus::Counter>& rpc_total_family_;
   std::array<prometheus::Histogram*, static_cast<int>(CacheRpc::kCount)>

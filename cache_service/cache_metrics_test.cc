@@ -114,5 +114,43 @@ TEST(CacheMetricsTest, RpcAndJournalHistogramsCount) {
             std::string::npos);
 }
 
+TEST(CacheMetricsTest, RedisUpFollowsJournalWritesAndErrorsCount) {
+  prometheus::Registry registry;
+  CacheMetrics metrics(registry, "redis");
+  std::string text = Scrape(registry);
+  EXPECT_NE(text.find("\nradixkv_cache_redis_up 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nradixkv_cache_journal_write_errors_total 0\n"),
+            std::string::npos);
+
+  metrics.AddJournalWriteError();
+  metrics.AddJournalWriteError();
+  metrics.SetRedisUp(false);
+  text = Scrape(registry);
+  EXPECT_NE(text.find("\nradixkv_cache_redis_up 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nradixkv_cache_journal_write_errors_total 2\n"),
+            std::string::npos)
+      << text;
+
+  metrics.SetRedisUp(true);
+  text = Scrape(registry);
+  EXPECT_NE(text.find("\nradixkv_cache_redis_up 1\n"), std::string::npos);
+  EXPECT_NE(text.find("\nradixkv_cache_journal_write_errors_total 2\n"),
+            std::string::npos);
+}
+
+TEST(CacheMetricsTest, RedisUpIsZeroInMemoryModeAndBuildInfoIsOne) {
+  prometheus::Registry registry;
+  CacheMetrics metrics(registry, "memory");
+  std::string text = Scrape(registry);
+  EXPECT_NE(text.find("\nradixkv_cache_redis_up 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("radixkv_build_info{component=\"cache_service\","
+                      "version=\"radixkv.v1\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace radixkv::cache_service

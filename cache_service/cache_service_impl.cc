@@ -736,6 +736,10 @@ int CacheServiceImpl::SweepOnce() {
 }
 
 void CacheServiceImpl::MarkJournalBroken() {
+  if (metrics_ != nullptr) {
+    metrics_->AddJournalWriteError();
+    metrics_->SetRedisUp(false);
+  }
   if (!journal_broken_.exchange(true) && options_.availability_observer) {
     options_.availability_observer(false);
   }
@@ -764,6 +768,7 @@ void CacheServiceImpl::RepairJournal() {
     return;
   }
   journal_broken_.store(false);
+  if (metrics_ != nullptr) metrics_->SetRedisUp(true);
   if (options_.availability_observer) options_.availability_observer(true);
   spdlog::info("redis journal repaired; state rebuilt from redis");
 }
