@@ -930,6 +930,16 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
               grpc::StatusCode::UNAVAILABLE);
   }
   EXPECT_EQ(h.unavailable_events(), 1);  // main drops health readiness
+  {
+    const std::string text = h.Scrape();
+    EXPECT_NE(text.find("\nradixkv_cache_redis_up 0\n"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\nradixkv_cache_journal_write_errors_total "),
+              std::string::npos);
+    EXPECT_EQ(text.find("\nradixkv_cache_journal_write_errors_total 0\n"),
+              std::string::npos)
+        << text;
+  }
   // Repair fails while Redis is down; the service stays UNAVAILABLE.
   h.service().SweepOnce();
   EXPECT_EQ(h.available_events(), 0);
@@ -942,6 +952,8 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
   h.service().SweepOnce();
   EXPECT_EQ(h.available_events(), 1);
   EXPECT_EQ(h.Dump(), acknowledged);
+  EXPECT_NE(h.Scrape().find("\nradixkv_cache_redis_up 1\n"),
+            std::string::npos);
   ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 6), &a).ok());
   ExpectSlotsAddUp(h.Stats());
 }
