@@ -337,6 +337,10 @@ int main(int argc, char** argv) {
       (*executor)->config().vocab_size, (*executor)->capacity_slots(),
       (*executor)->page_size(), absl::GetFlag(FLAGS_kv_layout),
       absl::GetFlag(FLAGS_kv_dtype));
+  worker_metrics.SetInfo(model_name, absl::GetFlag(FLAGS_device),
+                         absl::GetFlag(FLAGS_kv_dtype),
+                         (*executor)->page_size(),
+                         (*executor)->capacity_slots());
 
   // Bind the port first: the advertised address needs it.
   worker::WorkerServiceImpl service;

@@ -1,5 +1,8 @@
 #include "worker/worker_metrics.h"
 
+#include <mutex>
+#include <string>
+
 namespace radixkv::worker {
 namespace {
 
@@ -76,7 +79,34 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                     .Name("radixkv_worker_requests_finished_total")
                     .Help("Requests ended, by outcome (eos, stop, length, "
                           "abort, error).")
-                    .Register(registry)) {}
+                    .Register(registry)),
+      info_(prometheus::BuildGauge()
+                .Name("radixkv_worker_info")
+                .Help("Always 1; labels give the model, device, KV dtype, "
+                      "page_size (tokens) and KV pool capacity (slots).")
+                .Register(registry)) {
+  // Build identity: the proto contract version (no Bazel stamping).
+  prometheus::BuildGauge()
+      .Name("radixkv_build_info")
+      .Help("Always 1; labels give the component and its version.")
+      .Register(registry)
+      .Add({{"component", "worker"}, {"version", "radixkv.v1"}})
+      .Set(1);
+}
+
+void WorkerMetrics::SetInfo(const std::string& model, const std::string& device,
+                            const std::string& kv_dtype, int32_t page_size,
+                            int64_t capacity_slots) {
+  std::lock_guard<std::mutex> lock(info_mu_);
+  if (info_series_ != nullptr) info_.Remove(info_series_);
+  info_series_ =
+      &info_.Add({{"model", model},
+                  {"device", device},
+                  {"kv_dtype", kv_dtype},
+                  {"page_size", std::to_string(page_size)},
+                  {"capacity_slots", std::to_string(capacity_slots)}});
+  info_series_->Set(1);
+}
 
 void WorkerMetrics::ObserveStep(double step_seconds, int32_t batch_size,
                                 int64_t prefill_tokens_computed,

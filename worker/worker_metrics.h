@@ -1,10 +1,15 @@
 // WorkerMetrics: the worker's Prometheus families (prometheus-cpp), exposed
 // on /metrics by process::MetricsEndpoint. Names follow Prometheus
 // conventions (base units: seconds, tokens; _total for counters).
+//
+// Also, constant 1 with identifying labels:
+//   radixkv_worker_info{model,device,kv_dtype,page_size,capacity_slots}
+//   radixkv_build_info{component="worker",version}
 #ifndef RADIXKV_WORKER_WORKER_METRICS_H_
 #define RADIXKV_WORKER_WORKER_METRICS_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "prometheus/counter.h"
@@ -36,6 +41,12 @@ class WorkerMetrics {
   void AddPreemption();
   // A request ended; `outcome` is eos, stop, length, abort or error.
   void AddRequestFinished(const std::string& outcome);
+  // Sets radixkv_worker_info{model, device ("cpu"|"gpu"), kv_dtype ("f32"|
+  // "bf16"|"f16"), page_size (tokens per page), capacity_slots (KV pool
+  // size, slots = tokens)} to 1; a later call replaces the series.
+  void SetInfo(const std::string& model, const std::string& device,
+               const std::string& kv_dtype, int32_t page_size,
+               int64_t capacity_slots);
 
  private:
   prometheus::Histogram& step_seconds_;
@@ -50,6 +61,9 @@ class WorkerMetrics {
   prometheus::Histogram& ttft_;
   prometheus::Histogram& tpot_;
   prometheus::Family<prometheus::Counter>& finished_;
+  prometheus::Family<prometheus::Gauge>& info_;
+  std::mutex info_mu_;
+  prometheus::Gauge* info_series_ = nullptr;  // guarded by info_mu_
 };
 
 }  // namespace radixkv::worker

@@ -75,5 +75,22 @@ TEST(WorkerMetricsTest, RecordsStepsTokensLatenciesAndOutcomes) {
   EXPECT_EQ(v["radixkv_worker_requests_finished_total{abort}"], 1);
 }
 
+TEST(WorkerMetricsTest, InfoCarriesTheConfigurationAndBuildInfoIsOne) {
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry);
+  metrics.SetInfo("demo", "cpu", "bf16", 16, 4096);
+  std::map<std::string, double> v = Scrape(registry);
+  // Scrape() joins label values in label-name order: capacity_slots, device,
+  // kv_dtype, model, page_size.
+  EXPECT_EQ(v["radixkv_worker_info{4096}{cpu}{bf16}{demo}{16}"], 1);
+  EXPECT_EQ(v["radixkv_build_info{worker}{radixkv.v1}"], 1);
+
+  // A second call replaces the series instead of adding one.
+  metrics.SetInfo("demo", "gpu", "f16", 32, 8192);
+  v = Scrape(registry);
+  EXPECT_EQ(v.count("radixkv_worker_info{4096}{cpu}{bf16}{demo}{16}"), 0u);
+  EXPECT_EQ(v["radixkv_worker_info{8192}{gpu}{f16}{demo}{32}"], 1);
+}
+
 }  // namespace
 }  // namespace radixkv::worker
