@@ -311,6 +311,15 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
                       "\"cache_aware\"} 1"),
             std::string::npos)
       << text;
+  // Three streamed tokens: one end-to-end and exactly one TTFT sample.
+  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{outcome="
+                      "\"ok\",policy=\"cache_aware\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("radixkv_router_time_to_first_token_seconds_count{"
+                      "policy=\"cache_aware\"} 1\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(RouterServiceTest, TextPromptsAreTokenizedOnceAndForwardedAsIds) {
@@ -334,6 +343,14 @@ TEST_F(RouterServiceTest, EmptyPromptIsInvalid) {
   StreamResult r = Run(GenerateRequest());
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+  const std::string text = MetricsText();
+  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{outcome="
+                      "\"invalid_argument\""),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("radixkv_router_time_to_first_token_seconds_count"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(RouterServiceTest, FailsOverBeforeTheFirstToken) {
