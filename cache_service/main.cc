@@ -171,14 +171,9 @@ int main(int argc, char** argv) {
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
-  auto metrics_endpoint = process::MetricsEndpoint::Start(
-      absl::GetFlag(FLAGS_metrics_port) == 0
-          ? ""
-          : process::ListenAddress(absl::GetFlag(FLAGS_metrics_port)));
-  if (!metrics_endpoint.ok()) {
-    spdlog::critical("{}", metrics_endpoint.status().ToString());
-    return 1;
-  }
+  auto metrics_endpoint =
+      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
+  if (!metrics_endpoint.ok()) return 1;
   const bool use_redis = !absl::GetFlag(FLAGS_redis).empty();
   auto metrics = std::make_shared<cs::CacheMetrics>(
       *(*metrics_endpoint)->registry(), use_redis ? "redis" : "memory");

@@ -195,6 +195,13 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::StartOnPort(
+    int port) {
+  auto endpoint = Start(port == 0 ? "" : ListenAddress(port));
+  if (!endpoint.ok()) spdlog::critical("{}", endpoint.status().ToString());
+  return endpoint;
+}
+
 MetricsEndpoint::~MetricsEndpoint() = default;
 
 int MetricsEndpoint::port() const {

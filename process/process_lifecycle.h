@@ -95,6 +95,12 @@ class MetricsEndpoint {
   // Bound port (0 when disabled).
   int port() const;
 
+  // The endpoint of a process's --metrics_port flag: port 0 = disabled (no
+  // listener, registry still usable), otherwise ListenAddress(port). On error
+  // (UNAVAILABLE: the port cannot be bound) it also logs the status at
+  // critical level, so that main() only has to return 1.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartOnPort(int port);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -114,14 +114,9 @@ int main(int argc, char** argv) {
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
-  auto metrics = process::MetricsEndpoint::Start(
-      absl::GetFlag(FLAGS_metrics_port) == 0
-          ? ""
-          : process::ListenAddress(absl::GetFlag(FLAGS_metrics_port)));
-  if (!metrics.ok()) {
-    spdlog::critical("{}", metrics.status().ToString());
-    return 1;
-  }
+  auto metrics =
+      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
+  if (!metrics.ok()) return 1;
   router::RouterMetrics router_metrics(*(*metrics)->registry());
 
   std::unique_ptr<router::PromptTokenizer> tokenizer;

@@ -1,0 +1,73 @@
+#include "process/process_lifecycle.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "gtest/gtest.h"
+
+ABSL_DECLARE_FLAG(std::string, bind_address);
+
+namespace radixkv::process {
+namespace {
+
+// A loopback TCP socket bound and listening on a kernel-picked port; the
+// port stays taken until the destructor.
+class HeldPort {
+ public:
+  HeldPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+        ::listen(fd_, 1) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~HeldPort() { ::close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(MetricsEndpointTest, StartOnPortZeroIsDisabledButHasARegistry) {
+  auto endpoint = MetricsEndpoint::StartOnPort(0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  EXPECT_EQ((*endpoint)->port(), 0);
+  EXPECT_NE((*endpoint)->registry(), nullptr);
+}
+
+TEST(MetricsEndpointTest, StartOnPortBindsThatPort) {
+  absl::SetFlag(&FLAGS_bind_address, "127.0.0.1");
+  int port = 0;
+  {
+    HeldPort probe;  // find a free port, then release it
+    port = probe.port();
+  }
+  ASSERT_GT(port, 0);
+  auto endpoint = MetricsEndpoint::StartOnPort(port);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  EXPECT_EQ((*endpoint)->port(), port);
+}
+
+TEST(MetricsEndpointTest, StartOnPortTakenIsUnavailable) {
+  absl::SetFlag(&FLAGS_bind_address, "127.0.0.1");
+  HeldPort held;
+  ASSERT_GT(held.port(), 0);
+  auto endpoint = MetricsEndpoint::StartOnPort(held.port());
+  ASSERT_FALSE(endpoint.ok());
+  EXPECT_EQ(endpoint.status().code(), absl::StatusCode::kUnavailable)
+      << endpoint.status();
+}
+
+}  // namespace
+}  // namespace radixkv::process
