@@ -264,14 +264,9 @@ int main(int argc, char** argv) {
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
-  auto metrics = process::MetricsEndpoint::Start(
-      absl::GetFlag(FLAGS_metrics_port) == 0
-          ? ""
-          : process::ListenAddress(absl::GetFlag(FLAGS_metrics_port)));
-  if (!metrics.ok()) {
-    spdlog::critical("{}", metrics.status().ToString());
-    return 1;
-  }
+  auto metrics =
+      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
+  if (!metrics.ok()) return 1;
   worker::WorkerMetrics worker_metrics(*(*metrics)->registry());
 
   // The model and its KV pool.
