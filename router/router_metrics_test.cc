@@ -4,40 +4,13 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "process/metrics_scrape.h"
 #include "prometheus/registry.h"
 
 namespace radixkv::router {
 namespace {
 
-// name{label values...} -> value of counters and gauges; histograms give
-// _count and _sum.
-std::map<std::string, double> Scrape(const prometheus::Registry& registry) {
-  std::map<std::string, double> out;
-  for (const prometheus::MetricFamily& family : registry.Collect()) {
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      std::string name = family.name;
-      for (const auto& label : metric.label) {
-        name += "{" + label.name + "=" + label.value + "}";
-      }
-      switch (family.type) {
-        case prometheus::MetricType::Counter:
-          out[name] = metric.counter.value;
-          break;
-        case prometheus::MetricType::Gauge:
-          out[name] = metric.gauge.value;
-          break;
-        case prometheus::MetricType::Histogram:
-          out[name + "_count"] =
-              static_cast<double>(metric.histogram.sample_count);
-          out[name + "_sum"] = metric.histogram.sample_sum;
-          break;
-        default:
-          break;
-      }
-    }
-  }
-  return out;
-}
+using ::radixkv::process::ScrapeRegistry;
 
 TEST(RouterMetricsTest, RecordsRequestDurationByPolicyAndOutcome) {
   prometheus::Registry registry;
@@ -46,7 +19,7 @@ TEST(RouterMetricsTest, RecordsRequestDurationByPolicyAndOutcome) {
   metrics.ObserveRequestDuration("prefix_aware", "ok", 1.25);
   metrics.ObserveRequestDuration("round_robin", "no_worker", 0.002);
 
-  std::map<std::string, double> v = Scrape(registry);
+  std::map<std::string, double> v = ScrapeRegistry(registry);
   const std::string ok =
       "radixkv_router_request_duration_seconds{outcome=ok}{policy=prefix_"
       "aware}";
@@ -65,7 +38,7 @@ TEST(RouterMetricsTest, RecordsTimeToFirstTokenByPolicy) {
   metrics.ObserveTimeToFirstToken("prefix_aware", 0.125);
   metrics.ObserveTimeToFirstToken("prefix_aware", 0.375);
 
-  std::map<std::string, double> v = Scrape(registry);
+  std::map<std::string, double> v = ScrapeRegistry(registry);
   const std::string ttft =
       "radixkv_router_time_to_first_token_seconds{policy=prefix_aware}";
   EXPECT_EQ(v[ttft + "_count"], 2);
@@ -78,7 +51,7 @@ TEST(RouterMetricsTest, RecordsTimeToFirstTokenByPolicy) {
 TEST(RouterMetricsTest, ExportsBuildInfo) {
   prometheus::Registry registry;
   RouterMetrics metrics(registry);
-  std::map<std::string, double> v = Scrape(registry);
+  std::map<std::string, double> v = ScrapeRegistry(registry);
   EXPECT_EQ(v["radixkv_build_info{component=router}{version=radixkv.v1}"], 1);
 }
 
