@@ -4,40 +4,13 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "process/metrics_scrape.h"
 #include "prometheus/registry.h"
 
 namespace radixkv::worker {
 namespace {
 
-// name{outcome} -> value of counters and gauges; histograms give _count and
-// _sum.
-std::map<std::string, double> Scrape(const prometheus::Registry& registry) {
-  std::map<std::string, double> out;
-  for (const prometheus::MetricFamily& family : registry.Collect()) {
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      std::string name = family.name;
-      for (const auto& label : metric.label) {
-        name += "{" + label.value + "}";
-      }
-      switch (family.type) {
-        case prometheus::MetricType::Counter:
-          out[name] = metric.counter.value;
-          break;
-        case prometheus::MetricType::Gauge:
-          out[name] = metric.gauge.value;
-          break;
-        case prometheus::MetricType::Histogram:
-          out[name + "_count"] =
-              static_cast<double>(metric.histogram.sample_count);
-          out[name + "_sum"] = metric.histogram.sample_sum;
-          break;
-        default:
-          break;
-      }
-    }
-  }
-  return out;
-}
+using ::radixkv::process::ScrapeRegistry;
 
 TEST(WorkerMetricsTest, RecordsStepsTokensLatenciesAndOutcomes) {
   prometheus::Registry registry;
@@ -54,7 +27,7 @@ TEST(WorkerMetricsTest, RecordsStepsTokensLatenciesAndOutcomes) {
   metrics.AddRequestFinished("eos");
   metrics.AddRequestFinished("abort");
 
-  std::map<std::string, double> v = Scrape(registry);
+  std::map<std::string, double> v = ScrapeRegistry(registry);
   EXPECT_EQ(v["radixkv_worker_step_seconds_count"], 2);
   EXPECT_DOUBLE_EQ(v["radixkv_worker_step_seconds_sum"], 0.75);
   EXPECT_EQ(v["radixkv_worker_batch_size_count"], 2);
@@ -71,25 +44,30 @@ TEST(WorkerMetricsTest, RecordsStepsTokensLatenciesAndOutcomes) {
   EXPECT_EQ(v["radixkv_worker_waiting_requests"], 7);
   EXPECT_EQ(v["radixkv_worker_running_requests"], 5);
   EXPECT_EQ(v["radixkv_worker_preemptions_total"], 1);
-  EXPECT_EQ(v["radixkv_worker_requests_finished_total{eos}"], 2);
-  EXPECT_EQ(v["radixkv_worker_requests_finished_total{abort}"], 1);
+  EXPECT_EQ(v["radixkv_worker_requests_finished_total{outcome=eos}"], 2);
+  EXPECT_EQ(v["radixkv_worker_requests_finished_total{outcome=abort}"], 1);
 }
 
 TEST(WorkerMetricsTest, InfoCarriesTheConfigurationAndBuildInfoIsOne) {
   prometheus::Registry registry;
   WorkerMetrics metrics(registry);
   metrics.SetInfo("demo", "cpu", "bf16", 16, 4096);
-  std::map<std::string, double> v = Scrape(registry);
-  // Scrape() joins label values in label-name order: capacity_slots, device,
-  // kv_dtype, model, page_size.
-  EXPECT_EQ(v["radixkv_worker_info{4096}{cpu}{bf16}{demo}{16}"], 1);
-  EXPECT_EQ(v["radixkv_build_info{worker}{radixkv.v1}"], 1);
+  std::map<std::string, double> v = ScrapeRegistry(registry);
+  // Labels come in label-name order.
+  EXPECT_EQ(v["radixkv_worker_info{capacity_slots=4096}{device=cpu}{kv_dtype="
+              "bf16}{model=demo}{page_size=16}"],
+            1);
+  EXPECT_EQ(v["radixkv_build_info{component=worker}{version=radixkv.v1}"], 1);
 
   // A second call replaces the series instead of adding one.
   metrics.SetInfo("demo", "gpu", "f16", 32, 8192);
-  v = Scrape(registry);
-  EXPECT_EQ(v.count("radixkv_worker_info{4096}{cpu}{bf16}{demo}{16}"), 0u);
-  EXPECT_EQ(v["radixkv_worker_info{8192}{gpu}{f16}{demo}{32}"], 1);
+  v = ScrapeRegistry(registry);
+  EXPECT_EQ(v.count("radixkv_worker_info{capacity_slots=4096}{device=cpu}{kv_"
+                    "dtype=bf16}{model=demo}{page_size=16}"),
+            0u);
+  EXPECT_EQ(v["radixkv_worker_info{capacity_slots=8192}{device=gpu}{kv_dtype="
+              "f16}{model=demo}{page_size=32}"],
+            1);
 }
 
 }  // namespace
