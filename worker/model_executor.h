@@ -3,8 +3,9 @@
 // GPU later). The scheduler builds a ForwardBatch from the cache service's
 // lease (kv_indices, copy ops) and its own slot assignments (out_cache_loc);
 // the executor runs the copies, writes the new tokens' K/V into the pool and
-// returns logits. See shared/notes/design-brief.md "One request" steps 3-4 and
-// the SGLang extend semantics in seed part 3.
+// returns logits (Forward) or the sampled next tokens (ForwardSample). See
+// shared/notes/design-brief.md "One request" steps 3-4 and the SGLang extend
+// semantics in seed part 3.
 #ifndef RADIXKV_WORKER_MODEL_EXECUTOR_H_
 #define RADIXKV_WORKER_MODEL_EXECUTOR_H_
 
@@ -13,8 +14,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "worker/kernels/cpu/copy_blocks.h"
 #include "worker/model/model_config.h"
+#include "worker/model/sampler.h"
 
 namespace radixkv::worker {
 
@@ -55,6 +58,39 @@ struct ForwardBatch {
   bool return_all_logits = false;
 };
 
+// How ForwardSample picks the next token of one sequence of the batch (the
+// token after its last new token).
+//
+// Seeds reproduce per backend: the host path (the default ForwardSample)
+// draws from the request's std::mt19937_64 stream (Sampler), device backends
+// from a counter-based stream keyed by (seed, step). Both are deterministic
+// for a given seed and independent of batch composition, but the same seed
+// gives different tokens on the two backends when temperature > 0. Greedy
+// (temperature 0) is the argmax with the lowest id on ties everywhere.
+struct SequenceSampling {
+  // false: this sequence needs no token this step (a prefill chunk that does
+  // not finish its prompt); nothing is drawn, no random number is consumed
+  // and token_ids[b] is -1.
+  bool needs_token = true;
+  // As SamplingParams (worker/model/sampler.h): 0 = greedy.
+  float temperature = 0.0f;
+  // 0 = off.
+  int32_t top_k = 0;
+  // 1 = off.
+  float top_p = 1.0f;
+  // The request's seed.
+  uint64_t seed = 0;
+  // Index of this token in the request's output (0 = first generated token);
+  // the counter of device random streams.
+  uint64_t step = 0;
+  // The request's host sampler (same parameters, stream seeded with `seed`,
+  // advanced once per sampled token): the default ForwardSample draws from
+  // it, so the host path gives exactly the tokens of Forward + Sampler.
+  // Device backends ignore it. nullptr: the default implementation draws
+  // from a fresh Sampler seeded with a mix of (seed, step).
+  Sampler* host_sampler = nullptr;
+};
+
 // A backend that owns model weights and a paged KV pool and runs forwards.
 // Not thread-safe: one Forward at a time (the scheduler's step loop).
 class ModelExecutor {
@@ -73,6 +109,20 @@ class ModelExecutor {
   virtual absl::Status Forward(const ForwardBatch& batch,
                                std::vector<float>* logits) = 0;
 
+  // Runs one step and samples the next token of every sequence:
+  // `token_ids` is resized to B (sampling.size() must be B; -1 for rows with
+  // needs_token == false). batch.return_all_logits must be false. Only the
+  // token ids need to leave a device backend (no B x vocab logits copy).
+  // The default implementation runs Forward and samples each row on the host
+  // (SequenceSampling::host_sampler); device backends override it.
+  // Errors: those of Forward; INVALID_ARGUMENT for a sampling size other
+  // than B, return_all_logits, or invalid sampling values (temperature < 0
+  // or not finite, top_k < 0, top_p outside (0, 1]); INTERNAL when the
+  // logits hold NaN.
+  virtual absl::Status ForwardSample(
+      const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
+      std::vector<int32_t>* token_ids);
+
   // Number of token slots in the KV pool (num_pages * page_size).
   virtual int64_t capacity_slots() const = 0;
 
@@ -82,6 +132,12 @@ class ModelExecutor {
   // Human-readable device name, e.g. "cpu" or "cuda:0".
   virtual std::string device() const = 0;
 };
+
+// The ForwardSample argument rules shared by every backend (see
+// ModelExecutor::ForwardSample): INVALID_ARGUMENT naming the first violation.
+// Does not validate `batch` itself (Forward does).
+absl::Status ValidateSequenceSampling(
+    const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling);
 
 }  // namespace radixkv::worker
 

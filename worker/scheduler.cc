@@ -1112,13 +1112,38 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
                           seq.pending_copies.end());
     if (e.prefill) prefill_tokens += e.chunk;
   }
-  std::vector<float> logits;
-  absl::Status forward = executor_->Forward(batch, &logits);
-  if (forward.ok() &&
-      logits.size() != entries.size() * static_cast<size_t>(vocab_size_)) {
-    forward = absl::InternalError(
-        absl::StrCat("executor returned ", logits.size(), " logits for ",
-                     entries.size(), " sequences x vocab ", vocab_size_));
+  // One token per sequence whose prompt is fully computed after this step;
+  // prefill chunks that leave part of the prompt need none (no draw, no
+  // random number consumed). The executor samples: on the device for the
+  // GPU backend (only B token ids leave the device), through the request's
+  // host Sampler for the CPU backend (ModelExecutor's default).
+  std::vector<SequenceSampling> sampling(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Sequence& seq = *entries[i].seq;
+    SequenceSampling& s = sampling[i];
+    s.needs_token = seq.num_computed + entries[i].chunk >=
+                    static_cast<int64_t>(seq.tokens.size());
+    s.temperature = seq.sampling.temperature;
+    s.top_k = seq.sampling.top_k;
+    s.top_p = seq.sampling.top_p;
+    s.seed = seq.sampling.seed;
+    s.step = static_cast<uint64_t>(seq.num_generated);
+    s.host_sampler = seq.sampler.get();
+  }
+  std::vector<int32_t> token_ids;
+  absl::Status forward = executor_->ForwardSample(batch, sampling, &token_ids);
+  if (forward.ok() && token_ids.size() != entries.size()) {
+    forward = absl::InternalError(absl::StrCat("executor returned ",
+                                               token_ids.size(), " tokens for ",
+                                               entries.size(), " sequences"));
+  }
+  for (size_t i = 0; forward.ok() && i < entries.size(); ++i) {
+    const int32_t t = token_ids[i];
+    if (sampling[i].needs_token && (t < 0 || t >= vocab_size_)) {
+      forward = absl::InternalError(absl::StrCat("executor sampled token ", t,
+                                                 " outside the vocabulary of ",
+                                                 vocab_size_));
+    }
   }
   if (!forward.ok()) {
     spdlog::error("forward failed: {}", forward.ToString());
@@ -1133,22 +1158,14 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
   int64_t decode_tokens = 0;
   std::vector<std::pair<Sequence*, v1::FinishReason>> finished;
   std::vector<std::pair<Sequence*, GenerateEvent>> events;
-  std::vector<Sequence*> failed;
   const absl::Time now = absl::Now();
   for (size_t i = 0; i < entries.size(); ++i) {
     Sequence& seq = *entries[i].seq;
     seq.pending_copies.clear();
     seq.num_computed += entries[i].chunk;
-    if (seq.num_computed < static_cast<int64_t>(seq.tokens.size())) continue;
-    absl::StatusOr<int32_t> token = seq.sampler->Sample(absl::MakeConstSpan(
-        logits.data() + i * vocab_size_, static_cast<size_t>(vocab_size_)));
-    if (!token.ok()) {
-      Fail(&seq, absl::InternalError(absl::StrCat("sampling failed: ",
-                                                  token.status().message())));
-      failed.push_back(&seq);
-      continue;
-    }
-    seq.tokens.push_back(*token);
+    if (!sampling[i].needs_token) continue;
+    const int32_t token = token_ids[i];
+    seq.tokens.push_back(token);
     ++seq.num_generated;
     ++decode_tokens;
     if (metrics_ != nullptr) {
@@ -1165,17 +1182,17 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
     const auto& stops = seq.sampling.stop_token_ids;
     const auto& eos = executor_->config().eos_token_ids;
-    if (std::find(stops.begin(), stops.end(), *token) != stops.end()) {
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
       reason = v1::FINISH_REASON_STOP;
     } else if (!seq.sampling.ignore_eos &&
-               (std::find(eos.begin(), eos.end(), *token) != eos.end() ||
+               (std::find(eos.begin(), eos.end(), token) != eos.end() ||
                 (eos.empty() && tokenizer_ != nullptr &&
-                 *token == tokenizer_->eos_id()))) {
+                 token == tokenizer_->eos_id()))) {
       reason = v1::FINISH_REASON_EOS;
     }
     std::string text;
     if (seq.detokenizer != nullptr) {
-      absl::StatusOr<std::string> delta = seq.detokenizer->Append(*token);
+      absl::StatusOr<std::string> delta = seq.detokenizer->Append(token);
       std::string d = delta.ok() ? *delta : std::string();
       if (seq.stop_checker != nullptr) {
         StopChecker::Result r = seq.stop_checker->Append(d);
@@ -1205,7 +1222,7 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
       }
     }
     GenerateEvent event;
-    event.token_ids.push_back(*token);
+    event.token_ids.push_back(token);
     if (seq.return_text) event.text = std::move(text);
     event.usage.set_prompt_tokens(seq.prompt_len);
     event.usage.set_cached_tokens(seq.cached_tokens);
@@ -1218,7 +1235,6 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     }
     events.emplace_back(&seq, std::move(event));
   }
-  for (Sequence* seq : failed) RemoveRunning(seq);
   // Counters first, so that a client reading GetStats right after its last
   // token sees this step.
   {

@@ -23,7 +23,8 @@
 //      when Grow finds no memory, the lowest-priority (then newest) running
 //      sequence is preempted (its lease committed or released, the sequence
 //      requeued ahead of its priority and recomputed on readmission),
-//   5. runs one ModelExecutor::Forward (copy ops first), samples, streams
+//   5. runs one ModelExecutor::ForwardSample (copy ops first; the executor
+//      samples: on the device for the GPU backend), streams
 //      token/text deltas, and on finish (EOS, stop id/string,
 //      max_new_tokens) commits the lease so the tokens enter the radix tree.
 // A heartbeat thread reports load to the cache service and renews leases.

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "worker/model/sampler.h"
 #include "worker/prompt_text_limit.h"
 #include "worker/testing/fake_kv_cache_client.h"
 #include "worker/testing/fake_model_executor.h"
@@ -137,6 +138,110 @@ TEST_F(SchedulerTest, GreedyGenerationMatchesOracleAndCommits) {
   for (size_t i = 1; i < executor_->batches().size(); ++i) {
     EXPECT_TRUE(executor_->batches()[i].is_decode);
   }
+}
+
+// The serving path samples through ModelExecutor::ForwardSample. With the
+// default implementation (the fake's) the tokens are those of Forward + each
+// request's host Sampler, as before: greedy (above) and seeded sampling
+// here, with chunked prefill (rows that need no token draw nothing) and two
+// requests batched together.
+TEST_F(SchedulerTest, SeededSamplingMatchesForwardPlusHostSampler) {
+  SchedulerOptions options;
+  options.max_prefill_tokens = 8;
+  Init(512, 1, options);
+  const std::vector<int32_t> p1 = RandomPrompt(20), p2 = RandomPrompt(13);
+  auto request = [](const std::string& id, const std::vector<int32_t>& prompt,
+                    uint64_t seed) {
+    v1::GenerateRequest r = Request(id, prompt, 10);
+    r.mutable_sampling()->set_temperature(5.0f);
+    r.mutable_sampling()->set_seed(seed);
+    r.mutable_sampling()->set_ignore_eos(true);
+    return r;
+  };
+  auto s1 = Submit(request("r1", p1, 21));
+  auto s2 = Submit(request("r2", p2, 22));
+  RunUntilIdle();
+  // Oracle: the fake's logits after each context, drawn by a Sampler with
+  // the request's parameters (one draw per generated token).
+  auto oracle = [&](std::vector<int32_t> context, uint64_t seed) {
+    SamplingParams params;
+    params.temperature = 5.0f;
+    params.seed = seed;
+    Sampler sampler(params);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 10; ++i) {
+      const std::vector<float> logits = executor_->Logits(context);
+      absl::StatusOr<int32_t> t = sampler.Sample(logits);
+      EXPECT_TRUE(t.ok());
+      out.push_back(*t);
+      context.push_back(*t);
+    }
+    return out;
+  };
+  Result r1 = Collect(*s1), r2 = Collect(*s2);
+  ASSERT_TRUE(r1.status.ok()) << r1.status;
+  ASSERT_TRUE(r2.status.ok()) << r2.status;
+  const std::vector<int32_t> o1 = oracle(p1, 21);
+  EXPECT_EQ(r1.tokens, o1);
+  EXPECT_EQ(r2.tokens, oracle(p2, 22));
+  EXPECT_NE(r1.tokens, executor_->Generate(p1, 10));  // really sampled
+  // What the scheduler asked for: prefill chunks that leave part of the
+  // prompt need no token; every sampled row carries its request's seed and
+  // step = tokens generated before it.
+  int chunks_without_token = 0;
+  std::vector<uint64_t> steps_of_seed21;
+  for (const auto& batch : executor_->batches()) {
+    ASSERT_EQ(batch.sampling.size(), static_cast<size_t>(batch.num_seqs));
+    for (const SequenceSampling& s : batch.sampling) {
+      EXPECT_EQ(s.temperature, 5.0f);
+      EXPECT_NE(s.host_sampler, nullptr);
+      if (!s.needs_token) {
+        ++chunks_without_token;
+      } else if (s.seed == 21) {
+        steps_of_seed21.push_back(s.step);
+      }
+    }
+  }
+  // 20 tokens in chunks of <= 8 (shared with r2's 13): at least 2 chunks
+  // of r1 and 1 of r2 end inside the prompt.
+  EXPECT_GE(chunks_without_token, 3);
+  EXPECT_EQ(steps_of_seed21,
+            (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// An executor that samples itself (like the GPU backend) decides the tokens:
+// the scheduler streams what ForwardSample returns.
+TEST_F(SchedulerTest, TokensComeFromTheExecutorsForwardSample) {
+  class ConstantSampler : public FakeModelExecutor {
+   public:
+    using FakeModelExecutor::FakeModelExecutor;
+    absl::Status ForwardSample(const ForwardBatch& batch,
+                               absl::Span<const SequenceSampling> sampling,
+                               std::vector<int32_t>* token_ids) override {
+      std::vector<float> logits;
+      absl::Status st = Forward(batch, &logits);  // keeps the pool checks
+      token_ids->clear();
+      for (const SequenceSampling& s : sampling) {
+        token_ids->push_back(s.needs_token ? 40 + static_cast<int32_t>(s.step)
+                                           : -1);
+      }
+      return st;
+    }
+  };
+  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
+  executor_ = std::make_unique<ConstantSampler>(256, 1);
+  SchedulerOptions options;
+  options.start_thread = false;
+  options.heartbeat_interval = absl::Hours(1);
+  auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
+                                     nullptr, nullptr);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  scheduler_ = std::move(*scheduler);
+  auto stream = Submit(Request("r1", RandomPrompt(9), 5));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{40, 41, 42, 43, 44}));
 }
 
 TEST_F(SchedulerTest, ChunkedPrefillRespectsTokenBudget) {

@@ -1,5 +1,7 @@
 #include "worker/testing/fake_model_executor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace radixkv::worker::testing {
@@ -27,6 +29,13 @@ int32_t FakeModelExecutor::NextToken(absl::Span<const int32_t> context) const {
         1099511628211ull;
   }
   return 3 + static_cast<int32_t>((h >> 17) % (kVocabSize - 3));
+}
+
+std::vector<float> FakeModelExecutor::Logits(
+    absl::Span<const int32_t> context) const {
+  std::vector<float> logits(kVocabSize, 0.0f);
+  logits[NextToken(context)] = 10.0f;
+  return logits;
 }
 
 std::vector<int32_t> FakeModelExecutor::Generate(std::vector<int32_t> prompt,
@@ -111,10 +120,22 @@ absl::Status FakeModelExecutor::Forward(const ForwardBatch& batch,
         context.push_back(batch.input_ids[i]);
       }
     }
-    (*logits)[b * kVocabSize + NextToken(context)] = 10.0f;
+    const std::vector<float> row = Logits(context);
+    std::copy(row.begin(), row.end(), logits->begin() + b * kVocabSize);
   }
   batches_.push_back(std::move(record));
   return absl::OkStatus();
+}
+
+absl::Status FakeModelExecutor::ForwardSample(
+    const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
+    std::vector<int32_t>* token_ids) {
+  const size_t before = batches_.size();
+  absl::Status st = ModelExecutor::ForwardSample(batch, sampling, token_ids);
+  if (batches_.size() > before) {
+    batches_.back().sampling.assign(sampling.begin(), sampling.end());
+  }
+  return st;
 }
 
 }  // namespace radixkv::worker::testing

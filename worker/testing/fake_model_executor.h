@@ -3,7 +3,8 @@
 // written there; Forward checks that every context slot the batch reads
 // holds exactly the token and position the sequence expects (so wrong
 // kv_indices, positions, copy ops or prefix reuse fail loudly), then returns
-// logits whose argmax is NextToken(context).
+// logits whose argmax is NextToken(context) (Logits(context)). ForwardSample
+// is ModelExecutor's default (Forward + the host Sampler), recorded.
 #ifndef RADIXKV_WORKER_TESTING_FAKE_MODEL_EXECUTOR_H_
 #define RADIXKV_WORKER_TESTING_FAKE_MODEL_EXECUTOR_H_
 
@@ -29,6 +30,9 @@ class FakeModelExecutor : public ModelExecutor {
   // The greedy next token after `context` (a hash in [3, vocab)), or kEosId
   // once the context has eos_at_length() tokens.
   int32_t NextToken(absl::Span<const int32_t> context) const;
+  // The logits Forward returns after `context`: [kVocabSize], 10 at
+  // NextToken(context), 0 elsewhere.
+  std::vector<float> Logits(absl::Span<const int32_t> context) const;
   // Greedy continuation of `prompt` by `n` tokens (the test oracle).
   std::vector<int32_t> Generate(std::vector<int32_t> prompt, int n) const;
 
@@ -45,12 +49,17 @@ class FakeModelExecutor : public ModelExecutor {
     bool is_decode = false;
     int32_t num_copy_ops = 0;
     std::vector<int32_t> extend_lens;  // new tokens per sequence
+    // ForwardSample's per-sequence arguments (empty for a plain Forward).
+    std::vector<SequenceSampling> sampling;
   };
   const std::vector<BatchRecord>& batches() const { return batches_; }
 
   const ModelConfig& config() const override { return config_; }
   absl::Status Forward(const ForwardBatch& batch,
                        std::vector<float>* logits) override;
+  absl::Status ForwardSample(const ForwardBatch& batch,
+                             absl::Span<const SequenceSampling> sampling,
+                             std::vector<int32_t>* token_ids) override;
   int64_t capacity_slots() const override { return capacity_slots_; }
   int32_t page_size() const override { return page_size_; }
   std::string device() const override { return "fake"; }

@@ -1,0 +1,97 @@
+#include "worker/model_executor.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "worker/model/sampler.h"
+
+namespace radixkv::worker {
+namespace {
+
+// SplitMix64 finalizer (Steele et al., "Fast splittable pseudorandom number
+// generators", OOPSLA 2014): mixes (seed, step) into the seed of the fresh
+// Sampler used when a row has no host sampler.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+absl::Status ValidateSequenceSampling(
+    const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling) {
+  if (batch.return_all_logits) {
+    return absl::InvalidArgumentError(
+        "ForwardSample samples one token per sequence; return_all_logits "
+        "must be false");
+  }
+  const size_t num_seqs =
+      batch.qo_indptr.empty() ? 0 : batch.qo_indptr.size() - 1;
+  if (sampling.size() != num_seqs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForwardSample: ", sampling.size(),
+                     " sampling entries for ", num_seqs, " sequences"));
+  }
+  for (size_t b = 0; b < sampling.size(); ++b) {
+    const SequenceSampling& s = sampling[b];
+    if (!std::isfinite(s.temperature) || s.temperature < 0 || s.top_k < 0 ||
+        !(s.top_p > 0 && s.top_p <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ForwardSample: sequence ", b, " has invalid sampling (temperature ",
+          s.temperature, ", top_k ", s.top_k, ", top_p ", s.top_p, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelExecutor::ForwardSample(
+    const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
+    std::vector<int32_t>* token_ids) {
+  if (token_ids == nullptr) {
+    return absl::InvalidArgumentError("token_ids is null");
+  }
+  if (absl::Status st = ValidateSequenceSampling(batch, sampling); !st.ok()) {
+    return st;
+  }
+  std::vector<float> logits;
+  if (absl::Status st = Forward(batch, &logits); !st.ok()) return st;
+  const size_t vocab = static_cast<size_t>(config().vocab_size);
+  if (logits.size() != sampling.size() * vocab) {
+    return absl::InternalError(absl::StrCat("Forward returned ", logits.size(),
+                                            " logits for ", sampling.size(),
+                                            " sequences x vocab ", vocab));
+  }
+  token_ids->assign(sampling.size(), -1);
+  for (size_t b = 0; b < sampling.size(); ++b) {
+    const SequenceSampling& s = sampling[b];
+    if (!s.needs_token) continue;
+    const absl::Span<const float> row(logits.data() + b * vocab, vocab);
+    absl::StatusOr<int32_t> token;
+    if (s.host_sampler != nullptr) {
+      token = s.host_sampler->Sample(row);
+    } else {
+      SamplingParams params;
+      params.temperature = s.temperature;
+      params.top_k = s.top_k;
+      params.top_p = s.top_p;
+      params.seed = SplitMix64(s.seed ^ SplitMix64(s.step));
+      Sampler sampler(params);
+      token = sampler.Sample(row);
+    }
+    if (!token.ok()) {
+      return absl::InternalError(absl::StrCat(
+          "sampling sequence ", b, " failed: ", token.status().message()));
+    }
+    (*token_ids)[b] = *token;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace radixkv::worker
