@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "worker/gpu/gpu_model_executor.h"
 #include "worker/model/llama_model.h"
+#include "worker/model/sampler.h"
 
 ABSL_FLAG(std::string, model_dir, "", "Checkpoint (make_random_checkpoint).");
 ABSL_FLAG(std::string, batches, "1,16,64,256", "Decode batch sizes.");
@@ -152,7 +154,7 @@ int Main() {
   struct Row {
     int b;
     double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms,
-        streaming_ms;
+        streaming_ms, serve_device_ms, serve_host_ms;
   };
   std::vector<Row> rows;
   for (int B : batches) {
@@ -180,6 +182,43 @@ int Main() {
     const double vendor = B <= 16 ? run(true, 0) : -1;
     const double streaming = B <= 16 ? run(true, 16) : -1;
     const double eager = run(false, rows_default);
+    // The serving path (ModelExecutor::ForwardSample, as the scheduler calls
+    // it) with temperature 0.7, top-k 50, top-p 0.9: sampled on the device
+    // (B token ids copied back) vs ModelExecutor's default implementation
+    // (Forward: B x vocab fp32 logits copied back, then the host Sampler).
+    std::vector<SequenceSampling> sampling(B);
+    std::vector<std::unique_ptr<Sampler>> host_samplers;
+    for (int b = 0; b < B; ++b) {
+      SamplingParams sp;
+      sp.temperature = 0.7f;
+      sp.top_k = 50;
+      sp.top_p = 0.9f;
+      sp.seed = 1000 + b;
+      host_samplers.push_back(std::make_unique<Sampler>(sp));
+      sampling[b].temperature = sp.temperature;
+      sampling[b].top_k = sp.top_k;
+      sampling[b].top_p = sp.top_p;
+      sampling[b].seed = sp.seed;
+      sampling[b].host_sampler = host_samplers.back().get();
+    }
+    auto serve = [&](bool device) {
+      e.set_small_batch_gemm_max_rows(rows_default);
+      e.set_use_graphs(true);
+      auto step = [&](const ForwardBatch& fb) {
+        return device ? e.ForwardSample(fb, sampling, &tokens)
+                      : e.ModelExecutor::ForwardSample(fb, sampling, &tokens);
+      };
+      for (int w = 0; w < 3; ++w) Check(step(step_batches[0]), "warm-up");
+      std::vector<double> t;
+      for (int s = 0; s < std::min(steps, 16); ++s) {
+        auto a = Clock::now();
+        Check(step(step_batches[s]), "serving step");
+        t.push_back(Seconds(a));
+      }
+      return Median(t);
+    };
+    const double serve_device = serve(true);
+    const double serve_host = serve(false);
     const double graph = run(true, rows_default);
     if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
     auto attn = e.TimeAttentionOnly(20);
@@ -191,7 +230,8 @@ int Main() {
                  flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
     rows.push_back({B, graph * 1e3, eager * 1e3, B / graph,
                     attn.ok() ? *attn * 1e3 : -1, gemm.ok() ? *gemm * 1e3 : -1,
-                    floor_s * 1e3, vendor * 1e3, streaming * 1e3});
+                    floor_s * 1e3, vendor * 1e3, streaming * 1e3,
+                    serve_device * 1e3, serve_host * 1e3});
   }
 
   // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached.
@@ -261,6 +301,14 @@ int Main() {
         100 * r.attn_ms / r.graph_ms, 100 * r.gemm_ms / r.graph_ms,
         100 * std::max(0.0, r.eager_ms - r.graph_ms) / r.eager_ms, r.floor_ms,
         r.floor_ms / r.graph_ms, r.vendor_ms, r.streaming_ms);
+  }
+  std::printf(
+      "\nServing step (ForwardSample, temperature 0.7, top-k 50, top-p 0.9, "
+      "graphs)\n| batch | device sampling ms | host sampling ms (logits "
+      "copy + Sampler) | host / device |\n|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %d | %.3f | %.3f | %.2f |\n", r.b, r.serve_device_ms,
+                r.serve_host_ms, r.serve_host_ms / r.serve_device_ms);
   }
   std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
               ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);

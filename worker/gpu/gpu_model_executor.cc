@@ -634,6 +634,30 @@ absl::Status GpuModelExecutor::Forward(const ForwardBatch& batch,
 }
 
 absl::Status GpuModelExecutor::ForwardSample(
+    const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
+    std::vector<int32_t>* token_ids) {
+  if (token_ids == nullptr) {
+    return absl::InvalidArgumentError("token_ids is null");
+  }
+  RETURN_IF_ERROR(ValidateSequenceSampling(batch, sampling));
+  std::vector<GpuSamplingParams> params(sampling.size());
+  for (size_t b = 0; b < sampling.size(); ++b) {
+    const SequenceSampling& s = sampling[b];
+    if (!s.needs_token) continue;  // greedy: argmax, no draw
+    params[b].temperature = s.temperature;
+    params[b].top_k = s.top_k;
+    params[b].top_p = s.top_p;
+    params[b].seed = s.seed;
+    params[b].step = s.step;
+  }
+  RETURN_IF_ERROR(ForwardSample(batch, params, token_ids));
+  for (size_t b = 0; b < sampling.size(); ++b) {
+    if (!sampling[b].needs_token) (*token_ids)[b] = -1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuModelExecutor::ForwardSample(
     const ForwardBatch& batch, absl::Span<const GpuSamplingParams> params,
     std::vector<int32_t>* tokens, std::vector<float>* logits) {
   if (tokens == nullptr) return absl::InvalidArgumentError("tokens is null");

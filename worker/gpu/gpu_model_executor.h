@@ -141,9 +141,22 @@ class GpuModelExecutor final : public ModelExecutor {
   absl::Status Forward(const ForwardBatch& batch,
                        std::vector<float>* logits) override;
 
+  // ModelExecutor::ForwardSample on the device (the serving path): argmax
+  // (all rows greedy) or the sampling kernel below run after the LM head,
+  // inside the decode graph, and only the B token ids are copied to the
+  // host. host_sampler is ignored; the random stream is keyed by (seed,
+  // step), so a seed reproduces on this backend but draws other tokens than
+  // the host Sampler. Rows with needs_token false are computed greedily and
+  // reported as -1.
+  absl::Status ForwardSample(const ForwardBatch& batch,
+                             absl::Span<const SequenceSampling> sampling,
+                             std::vector<int32_t>* token_ids) override;
+
   // Forward plus sampling on the device: tokens [B] (one per sequence; the
   // batch must not ask for return_all_logits). params: [B]. Only the token
-  // ids cross to the host, unless `logits` is non-null.
+  // ids cross to the host, unless `logits` is non-null. Per row: temperature
+  // 0 = argmax (lowest id on ties); else temperature, top-k, top-p and one
+  // draw from SplitMix64(seed ^ SplitMix64(step)) (model_kernels.hip).
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const GpuSamplingParams> params,
                              std::vector<int32_t>* tokens,

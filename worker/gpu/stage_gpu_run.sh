@@ -10,12 +10,13 @@ R="${1:-.gpu-run}"
 SHARED="${2:-../shared}"
 bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test \
   //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
+  //worker/gpu:greedy_text_client \
   //router:router //router:workload_runner //router:local_cluster \
   //cache_service:cache_service //worker/model:libradixkv_sentencepiece.so
 rm -rf "${R}"
 mkdir -p "${R}"/bin/{worker,router,cache_service} "${R}/lib" "${R}/shared"
 cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
-cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_benchmark,make_random_checkpoint} "${R}/bin/"
+cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
 cp bazel-bin/router/{router,workload_runner,local_cluster} "${R}/bin/router/"
 cp bazel-bin/cache_service/cache_service "${R}/bin/cache_service/"
 # The tokenizer plug-in is found next to each executable.
