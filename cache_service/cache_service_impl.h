@@ -14,14 +14,18 @@
 // writer thread has pushed that entry to Redis (group commit: one pipelined,
 // fenced append script per batch). Reads may observe a change whose journal
 // write is still in flight; the change itself is acknowledged only once
-// durable. A snapshot (CacheState::Serialize(), taken under the mutex) is
-// queued to atomically replace the journal (one fenced Lua script) once at
-// least
-// --snapshot_every_ops operations AND at least 4x the last snapshot's size in
+// durable. A snapshot is due once at least --snapshot_every_ops operations
+// AND at least snapshot_journal_ratio (4) x the last snapshot's size in
 // journal bytes were written since the last one: replay stays bounded and
 // the snapshot cost stays amortized O(1) per journaled byte however large
-// the state grows. Known cost: Serialize() of a full 1M-token state takes
-// ~40-60 ms, during which every RPC waits (docs/perf.md).
+// the state grows. It is taken in the background (ForkedSnapshotter,
+// forked_snapshot.h): fork() under the mutex (the only stall, ~1 ms at 1M
+// cached tokens instead of the ~40-60 ms of Serialize(), docs/perf.md), the
+// child serializes its copy-on-write view, and the journal commits it and
+// trims exactly the records it covers (RedisJournal::WriteSnapshot), so
+// Redis always holds snapshot + the acknowledged entries after it. The
+// start-up/repair snapshot is synchronous (AppendSnapshot: replaces the
+// whole journal).
 // Start-up: Restore(snapshot) + replay of the journal with the recorded
 // times (CacheState is deterministic in its inputs), CheckInvariants(), then
 // a fresh snapshot. If a journal write fails, the service answers
@@ -61,6 +65,7 @@
 #include "absl/time/time.h"
 #include "cache_service/cache_metrics.h"
 #include "cache_service/cache_state.h"
+#include "cache_service/forked_snapshot.h"
 #include "cache_service/redis_journal.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 
@@ -92,6 +97,15 @@ struct CacheServiceOptions {
   // snapshot also waits until the journal since the last one is 4x as large
   // as that snapshot.
   int64_t snapshot_every_ops = 10'000;
+  // ... and waits until the journal since the last snapshot holds this many
+  // times the snapshot's bytes (> 0; benchmarks lower it to snapshot often).
+  double snapshot_journal_ratio = 4;
+  // Redis mode: snapshots in a forked child (true) or Serialize() under the
+  // service mutex (false: the pre-fork behaviour, kept for measurements and
+  // platforms without fork).
+  bool background_snapshots = true;
+  // Timeout, child priority and test faults of background snapshots.
+  ForkedSnapshotOptions forked_snapshot;
   // Period of the background expiry/dead-worker sweep and metrics refresh.
   absl::Duration sweep_interval = absl::Milliseconds(250);
   // Milliseconds on a wall clock; default Unix time. Tests inject their own.
@@ -133,6 +147,12 @@ class CacheServiceImpl final
     return journal_ != nullptr ? "redis" : "memory";
   }
   const RecoveryReport& recovery() const { return recovery_; }
+  // Snapshots taken by the snapshot trigger so far (not the start-up and
+  // repair ones). With background_snapshots=false they are inline, and the
+  // fork_ms fields hold the time Serialize() held the mutex instead.
+  ForkedSnapshotStats snapshot_stats() const;
+  // Blocks until no background snapshot is in flight; its status (tests).
+  absl::Status WaitForSnapshot() const;
 
   // Starts the background sweep thread (every options.sweep_interval).
   void StartBackgroundSweep();
@@ -252,6 +272,9 @@ class CacheServiceImpl final
   const std::unique_ptr<RedisJournal> journal_;
   const std::shared_ptr<CacheMetrics> metrics_;
   RecoveryReport recovery_;
+  // Background snapshots (Redis mode with background_snapshots); reset
+  // first in the destructor (kills a running child).
+  std::unique_ptr<ForkedSnapshotter> snapshotter_;
 
   mutable absl::Mutex mu_;
   CacheState state_ ABSL_GUARDED_BY(mu_);
@@ -259,6 +282,8 @@ class CacheServiceImpl final
   int64_t ops_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_snapshot_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Inline snapshots by the trigger (background_snapshots=false).
+  ForkedSnapshotStats inline_snapshot_stats_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> last_now_ms_for_read_{0};
 
   // Set by a failed journal write; cleared by RepairJournal().

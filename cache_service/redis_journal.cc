@@ -3,12 +3,15 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
 namespace radixkv::cache_service {
@@ -34,6 +37,29 @@ absl::StatusOr<ReplyPtr> ReadReply(redisContext* context) {
         absl::StrCat("redis error: ", std::string(reply->str, reply->len)));
   }
   return reply;
+}
+
+// A new connection (connect, timeouts, keep-alive, PING). UNAVAILABLE when
+// Redis cannot be reached; the caller owns the returned context.
+absl::StatusOr<redisContext*> ConnectRedis(const RedisJournalOptions& options) {
+  redisContext* context = redisConnectWithTimeout(
+      options.host.c_str(), options.port, absl::ToTimeval(options.io_timeout));
+  if (context == nullptr || context->err != 0) {
+    std::string error = context == nullptr ? "out of memory" : context->errstr;
+    if (context != nullptr) redisFree(context);
+    return absl::UnavailableError(absl::StrCat("cannot connect to redis ",
+                                               options.host, ":", options.port,
+                                               ": ", error));
+  }
+  redisSetTimeout(context, absl::ToTimeval(options.io_timeout));
+  redisEnableKeepAlive(context);
+  redisAppendCommand(context, "PING");
+  absl::StatusOr<ReplyPtr> pong = ReadReply(context);
+  if (!pong.ok()) {
+    redisFree(context);
+    return pong.status();
+  }
+  return context;
 }
 
 void AppendArgv(redisContext* context, std::vector<const char*>& argv,
@@ -89,7 +115,40 @@ constexpr std::string_view kReclaimScript =
     "end "
     "end "
     "return {redis.call('INCR', KEYS[1]), removed}";
+// Commits a staged background snapshot: if KEYS[1] (owner) still holds
+// ARGV[1] and the staging key KEYS[2] exists, renames it to KEYS[3]
+// (snapshot), drops its expiry and trims from the journal list KEYS[4] the
+// prefix of records covered by the snapshot: id (owner token, sequence) <=
+// (ARGV[1], ARGV[2]), compared as numbers (records are ordered by id, so a
+// binary search with LINDEX finds the cut; legacy records without an id
+// precede every record with one). Returns the number of records trimmed, or
+// -1 when the staging key is gone (expired). Atomic (a script).
+constexpr std::string_view kCommitSnapshotScript =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
+    "return redis.error_reply('FENCED: another cache_service owns this "
+    "journal') end "
+    "if redis.call('EXISTS', KEYS[2]) == 0 then return -1 end "
+    "redis.call('RENAME', KEYS[2], KEYS[3]) "
+    "redis.call('PERSIST', KEYS[3]) "
+    "local owner = tonumber(ARGV[1]) "
+    "local seq = tonumber(ARGV[2]) "
+    "local function covered(r) "
+    "if string.sub(r, 1, 1) ~= '#' then return true end "
+    "local o = tonumber(string.sub(r, 2, 17), 16) "
+    "if o ~= owner then return o < owner end "
+    "return tonumber(string.sub(r, 18, 33), 16) <= seq "
+    "end "
+    "local lo = 0 "
+    "local hi = redis.call('LLEN', KEYS[4]) "
+    "while lo < hi do "
+    "local mid = math.floor((lo + hi) / 2) "
+    "if covered(redis.call('LINDEX', KEYS[4], mid)) then lo = mid + 1 "
+    "else hi = mid end "
+    "end "
+    "if lo > 0 then redis.call('LTRIM', KEYS[4], lo, -1) end "
+    "return lo";
 constexpr std::string_view kEval = "EVAL";
+constexpr std::string_view kFour = "4";
 constexpr std::string_view kTwo = "2";
 constexpr std::string_view kThree = "3";
 
@@ -173,6 +232,11 @@ RedisJournal::~RedisJournal() {
     stopping_ = true;
   }
   if (writer_.joinable()) writer_.join();
+  {
+    absl::MutexLock lock(&snapshot_io_mu_);
+    if (snapshot_context_ != nullptr) redisFree(snapshot_context_);
+    snapshot_context_ = nullptr;
+  }
   absl::MutexLock lock(&io_mu_);
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
@@ -180,26 +244,10 @@ RedisJournal::~RedisJournal() {
 
 absl::Status RedisJournal::ConnectLocked() {
   if (context_ != nullptr) redisFree(context_);
-  context_ = redisConnectWithTimeout(options_.host.c_str(), options_.port,
-                                     absl::ToTimeval(options_.io_timeout));
-  if (context_ == nullptr || context_->err != 0) {
-    std::string error =
-        context_ == nullptr ? "out of memory" : context_->errstr;
-    if (context_ != nullptr) redisFree(context_);
-    context_ = nullptr;
-    return absl::UnavailableError(absl::StrCat("cannot connect to redis ",
-                                               options_.host, ":",
-                                               options_.port, ": ", error));
-  }
-  redisSetTimeout(context_, absl::ToTimeval(options_.io_timeout));
-  redisEnableKeepAlive(context_);
-  redisAppendCommand(context_, "PING");
-  absl::StatusOr<ReplyPtr> pong = ReadReply(context_);
-  if (!pong.ok()) {
-    redisFree(context_);
-    context_ = nullptr;
-    return pong.status();
-  }
+  context_ = nullptr;
+  absl::StatusOr<redisContext*> context = ConnectRedis(options_);
+  if (!context.ok()) return context.status();
+  context_ = *context;
   return absl::OkStatus();
 }
 
@@ -258,7 +306,7 @@ int64_t RedisJournal::Append(std::string entry, DoneCallback done) {
     if (failure_.ok() && !stopping_) {
       const int64_t sequence = next_sequence_++;
       queue_.push_back(
-          Item{false, sequence, std::move(entry), std::move(done)});
+          Item{Kind::kEntry, sequence, std::move(entry), std::move(done)});
       ++enqueued_;
       ++appended_entries_;
       return sequence;
@@ -273,8 +321,77 @@ int64_t RedisJournal::Append(std::string entry, DoneCallback done) {
 void RedisJournal::AppendSnapshot(std::string snapshot) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok() || stopping_) return;
-  queue_.push_back(Item{true, 0, std::move(snapshot), nullptr});
+  queue_.push_back(Item{Kind::kSnapshot, 0, std::move(snapshot), nullptr});
   ++enqueued_;
+}
+
+SnapshotPoint RedisJournal::snapshot_point() const {
+  absl::MutexLock lock(&mu_);
+  return SnapshotPoint{next_sequence_ - 1, generation_};
+}
+
+absl::Status RedisJournal::WriteSnapshot(
+    std::string_view snapshot, SnapshotPoint point,
+    absl::Duration staging_ttl_for_testing) {
+  const absl::Duration staging_ttl =
+      staging_ttl_for_testing > absl::ZeroDuration()
+          ? staging_ttl_for_testing
+          : options_.snapshot_staging_ttl;
+  std::string staging_key;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok() || stopping_ || generation_ != point.generation) {
+      return absl::AbortedError(
+          "snapshot dropped: the journal failed or reconnected since it was "
+          "taken");
+    }
+  }
+  {
+    absl::MutexLock io_lock(&io_mu_);
+    staging_key =
+        absl::StrCat(options_.key_prefix, ":snapshot_staging:", owner_token_);
+  }
+  {
+    absl::MutexLock lock(&snapshot_io_mu_);
+    if (snapshot_context_ == nullptr) {
+      absl::StatusOr<redisContext*> context = ConnectRedis(options_);
+      if (!context.ok()) return context.status();
+      snapshot_context_ = *context;
+    }
+    const std::string ttl_ms = absl::StrCat(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(staging_ttl)));
+    redisAppendCommand(snapshot_context_, "SET %b %b PX %b", staging_key.data(),
+                       staging_key.size(), snapshot.data(), snapshot.size(),
+                       ttl_ms.data(), ttl_ms.size());
+    absl::StatusOr<ReplyPtr> reply = ReadReply(snapshot_context_);
+    if (!reply.ok()) {
+      redisFree(snapshot_context_);
+      snapshot_context_ = nullptr;
+      return reply.status();
+    }
+  }
+  if (staging_ttl_for_testing > absl::ZeroDuration()) {
+    absl::SleepFor(2 * staging_ttl_for_testing);
+  }
+  absl::Notification committed;
+  absl::Status result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok() || stopping_) {
+      return absl::AbortedError("snapshot dropped: the journal failed");
+    }
+    Item item{Kind::kSnapshotCommit, point.covered_sequence,
+              std::move(staging_key),
+              [&result, &committed](const absl::Status& status) {
+                result = status;
+                committed.Notify();
+              }};
+    item.generation = point.generation;
+    queue_.push_back(std::move(item));
+    ++enqueued_;
+  }
+  committed.WaitForNotification();
+  return result;
 }
 
 absl::Status RedisJournal::Flush() {
@@ -334,6 +451,7 @@ absl::Status RedisJournal::Reconnect() {
   unacknowledged_ids_.erase(unacknowledged_ids_.begin(),
                             unacknowledged_ids_.begin() + ids.size());
   failure_ = absl::OkStatus();
+  ++generation_;
   return absl::OkStatus();
 }
 
@@ -403,7 +521,7 @@ absl::Status RedisJournal::WriteBatchLocked(
     std::vector<Item>& batch, std::vector<std::string>* attempted_ids) {
   if (context_ == nullptr) return absl::UnavailableError("redis not connected");
   for (Item& item : batch) {
-    if (item.is_snapshot) continue;
+    if (item.kind != Kind::kEntry) continue;
     item.payload =
         EncodeJournalRecord(owner_token_value_, item.sequence, item.payload);
     attempted_ids->push_back(item.payload.substr(0, kJournalRecordIdBytes));
@@ -411,7 +529,13 @@ absl::Status RedisJournal::WriteBatchLocked(
   // One pipeline: each run of entries is one append script, each snapshot one
   // snapshot script. Both check the owner token first (fencing) and run
   // atomically in Redis.
-  int expected_replies = 0;
+  int64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  // Index in `batch` of each pipelined command's first item.
+  std::vector<size_t> command_items;
   size_t i = 0;
   while (i < batch.size()) {
     std::vector<const char*> argv;
@@ -420,7 +544,28 @@ absl::Status RedisJournal::WriteBatchLocked(
       argv.push_back(s.data());
       lens.push_back(s.size());
     };
-    if (batch[i].is_snapshot) {
+    const size_t first = i;
+    if (batch[i].kind == Kind::kSnapshotCommit &&
+        batch[i].generation != generation) {
+      // Taken before a Reconnect(): it may hold unacknowledged entries.
+      batch[i].result = absl::AbortedError(
+          "snapshot dropped: the journal reconnected since it was taken");
+      ++i;
+      continue;
+    }
+    const std::string covered = absl::StrCat(batch[i].sequence);
+    if (batch[i].kind == Kind::kSnapshotCommit) {
+      add(kEval);
+      add(kCommitSnapshotScript);
+      add(kFour);
+      add(owner_key_);
+      add(batch[i].payload);
+      add(snapshot_key_);
+      add(journal_key_);
+      add(owner_token_);
+      add(covered);
+      ++i;
+    } else if (batch[i].kind == Kind::kSnapshot) {
       add(kEval);
       add(kSnapshotScript);
       add(kThree);
@@ -437,17 +582,26 @@ absl::Status RedisJournal::WriteBatchLocked(
       add(owner_key_);
       add(journal_key_);
       add(owner_token_);
-      while (i < batch.size() && !batch[i].is_snapshot) {
+      while (i < batch.size() && batch[i].kind == Kind::kEntry) {
         add(batch[i].payload);
         ++i;
       }
     }
+    command_items.push_back(first);
     AppendArgv(context_, argv, lens);
-    ++expected_replies;
   }
   absl::Status first_error;
-  for (int r = 0; r < expected_replies; ++r) {
+  for (size_t first : command_items) {
     absl::StatusOr<ReplyPtr> reply = ReadReply(context_);
+    if (reply.ok() && batch[first].kind == Kind::kSnapshotCommit) {
+      if ((*reply)->type != REDIS_REPLY_INTEGER) {
+        batch[first].result =
+            absl::InternalError("redis: unexpected reply of the commit script");
+      } else if ((*reply)->integer < 0) {
+        batch[first].result = absl::NotFoundError(
+            "snapshot staging key expired before its commit");
+      }
+    }
     if (!reply.ok()) {
       if (first_error.ok()) first_error = reply.status();
       if (reply.status().message().find("FENCED") != absl::string_view::npos) {
@@ -481,14 +635,14 @@ void RedisJournal::WriterLoop() {
       // snapshot never contains the effect of an unacknowledged entry.
       while (!queue_.empty() &&
              static_cast<int>(batch.size()) < options_.max_batch_entries &&
-             (batch.empty() || !queue_.front().is_snapshot)) {
+             (batch.empty() || queue_.front().kind == Kind::kEntry)) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
       failed = failure_;
     }
     int entries = 0;
-    for (const Item& item : batch) entries += item.is_snapshot ? 0 : 1;
+    for (const Item& item : batch) entries += item.kind == Kind::kEntry ? 1 : 0;
     absl::Status status = failed;
     std::vector<std::string> attempted_ids;
     if (status.ok()) {
@@ -515,7 +669,7 @@ void RedisJournal::WriterLoop() {
       }
     }
     for (Item& item : batch) {
-      if (item.done) item.done(status);
+      if (item.done) item.done(status.ok() ? item.result : status);
     }
     absl::MutexLock lock(&mu_);
     written_ += static_cast<int64_t>(batch.size());

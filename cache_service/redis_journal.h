@@ -6,8 +6,18 @@
 // atomically (a Lua script: SET snapshot, DEL journal), so recovery is
 // always `Restore(snapshot)` followed by a replay of the list, in order.
 //
+// Background snapshots (ForkedSnapshotter, forked_snapshot.h) cover a
+// sequence number S instead of "everything queued so far": the blob is first
+// stored under a staging key over a second connection (WriteSnapshot()), then
+// a small fenced script queued in append order renames it to K:snapshot and
+// trims from K:journal exactly the records with sequence <= S (records are
+// ordered by (owner token, sequence), found by binary search), so
+// K:snapshot + K:journal always equals the acknowledged history.
+//
 // Redis layout (K = key_prefix):
 //   K:snapshot  string, the last snapshot blob (absent before the first one)
+//   K:snapshot_staging:<owner token>  a background snapshot being written
+//               (expires after RedisJournalOptions::snapshot_staging_ttl)
 //   K:journal   list of records, oldest first, appended after that snapshot.
 //               A record is EncodeJournalRecord(owner token, sequence number,
 //               entry): its first kJournalRecordIdBytes bytes ("#", 16 hex
@@ -72,6 +82,16 @@ struct RedisJournalOptions {
   absl::Duration io_timeout = absl::Seconds(2);
   // Most entries written by one pipelined flush.
   int max_batch_entries = 4096;
+  // Expiry of a staging key written by WriteSnapshot() (a crashed process's
+  // leftover disappears after this); the commit script persists the key.
+  absl::Duration snapshot_staging_ttl = absl::Minutes(10);
+};
+
+// What a snapshot taken now covers: every entry Append()ed so far (sequence
+// <= covered_sequence), under journal generation `generation`.
+struct SnapshotPoint {
+  int64_t covered_sequence = 0;
+  int64_t generation = 0;
 };
 
 // Bytes of a record's id prefix: "#" + 16 hex digits (owner token) + 16 hex
@@ -149,6 +169,27 @@ class RedisJournal {
   // atomically stores it and empties the journal list.
   void AppendSnapshot(std::string snapshot);
 
+  // The point a snapshot of the caller's state covers if it is taken now.
+  // The caller must serialize Append() with taking the snapshot (the service
+  // holds its mutex for both).
+  SnapshotPoint snapshot_point() const;
+
+  // Stores a snapshot that covers `point` without blocking appends: SET of
+  // the blob under K:snapshot_staging:<token> over a second connection, then
+  // a fenced commit script queued behind every entry appended so far, which
+  // renames it to K:snapshot and trims the journal records with sequence <=
+  // point.covered_sequence (keeping later ones). Blocks until the commit ran.
+  // Must not be called from a DoneCallback. Errors (nothing is trimmed):
+  // ABORTED when a Reconnect() happened since `point` (the snapshot may hold
+  // unacknowledged entries) or the journal failed; UNAVAILABLE on a Redis
+  // error of the staging write (the journal itself stays healthy); NOT_FOUND
+  // when the staging key expired before the commit ran.
+  // `staging_ttl_for_testing` > 0 replaces options.snapshot_staging_ttl and
+  // waits twice that long before queuing the commit (so the key expires).
+  absl::Status WriteSnapshot(
+      std::string_view snapshot, SnapshotPoint point,
+      absl::Duration staging_ttl_for_testing = absl::ZeroDuration());
+
   // Blocks until everything queued before the call is written; returns the
   // journal's health afterwards.
   absl::Status Flush();
@@ -182,14 +223,25 @@ class RedisJournal {
   int64_t appended_entries() const;
 
  private:
+  enum class Kind {
+    kEntry,
+    // Whole-journal snapshot (AppendSnapshot).
+    kSnapshot,
+    // Commit of a staged background snapshot (WriteSnapshot).
+    kSnapshotCommit,
+  };
   struct Item {
-    bool is_snapshot = false;
-    // Sequence number of an entry (0 for a snapshot).
+    Kind kind = Kind::kEntry;
+    // Sequence number of an entry; the covered sequence of a commit.
     int64_t sequence = 0;
-    // The entry or snapshot; an entry becomes its K:journal record (id
-    // prefix added) when it is written.
+    // The entry or snapshot (an entry becomes its K:journal record, id
+    // prefix added, when it is written); the staging key of a commit.
     std::string payload;
     DoneCallback done;
+    // Commit only: the generation of its SnapshotPoint, and its own outcome
+    // (set by WriteBatchLocked) when the batch as a whole succeeded.
+    int64_t generation = 0;
+    absl::Status result;
   };
 
   explicit RedisJournal(const RedisJournalOptions& options);
@@ -215,6 +267,10 @@ class RedisJournal {
   int64_t owner_token_value_ ABSL_GUARDED_BY(io_mu_) = 0;
   FlushObserver observer_;
 
+  // The second connection, for staging snapshot blobs (WriteSnapshot).
+  absl::Mutex snapshot_io_mu_;
+  redisContext* snapshot_context_ ABSL_GUARDED_BY(snapshot_io_mu_) = nullptr;
+
   // Protects the connection (writer thread, Load, Reconnect, Wipe).
   absl::Mutex io_mu_;
   redisContext* context_ ABSL_GUARDED_BY(io_mu_) = nullptr;
@@ -229,6 +285,8 @@ class RedisJournal {
   int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t appended_entries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  // Successful Reconnect()s since Open().
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Ids of entries whose write was attempted and failed (see the file
   // comment); emptied by a successful Reconnect().
   std::vector<std::string> unacknowledged_ids_ ABSL_GUARDED_BY(mu_);

@@ -378,6 +378,78 @@ TEST_F(RedisJournalTest, ReconnectFencesStaleWritesOfTheOldToken) {
   EXPECT_EQ(contents->entries, std::vector<std::string>({"a", "b"}));
 }
 
+// A background snapshot taken after entry 5 is committed while entries 6..8
+// are already in Redis: exactly 1..5 are trimmed, 6..8 stay, in order.
+TEST_F(RedisJournalTest, WriteSnapshotTrimsExactlyTheCoveredRecords) {
+  RawRedis raw(options_.port);
+  ASSERT_TRUE(raw.ok());
+  // A record without an id, left by an old process: precedes everything.
+  ASSERT_EQ(raw.Integer({"RPUSH", options_.key_prefix + ":journal", "legacy"}),
+            1);
+  auto journal = OpenJournal();
+  ASSERT_NE(journal, nullptr);
+  for (int i = 1; i <= 5; ++i) journal->Append(absl::StrCat("e", i), nullptr);
+  const SnapshotPoint point = journal->snapshot_point();
+  EXPECT_EQ(point.covered_sequence, 5);
+  for (int i = 6; i <= 8; ++i) journal->Append(absl::StrCat("e", i), nullptr);
+  ASSERT_TRUE(journal->Flush().ok());
+  ASSERT_TRUE(journal->WriteSnapshot("state-after-e5", point).ok());
+  auto contents = journal->Load();
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_TRUE(contents->snapshot.has_value());
+  EXPECT_EQ(*contents->snapshot, "state-after-e5");
+  EXPECT_EQ(contents->entries, std::vector<std::string>({"e6", "e7", "e8"}));
+  // The staging key was renamed and lost its expiry.
+  EXPECT_EQ(raw.Integer({"PTTL", options_.key_prefix + ":snapshot"}), -1);
+  EXPECT_EQ(raw.Integer(
+                {"EXISTS", options_.key_prefix + ":snapshot_staging:" +
+                               absl::StrCat(raw.Integer(
+                                   {"GET", options_.key_prefix + ":owner"}))}),
+            0);
+  // A snapshot covering everything empties the list; one covering nothing
+  // new trims nothing.
+  ASSERT_TRUE(
+      journal->WriteSnapshot("state-after-e8", journal->snapshot_point()).ok());
+  contents = journal->Load();
+  EXPECT_EQ(*contents->snapshot, "state-after-e8");
+  EXPECT_TRUE(contents->entries.empty());
+  journal->Append("e9", nullptr);
+  ASSERT_TRUE(journal->WriteSnapshot("state-after-e8-again", point).ok());
+  contents = journal->Load();
+  EXPECT_EQ(contents->entries, std::vector<std::string>({"e9"}));
+}
+
+// A snapshot taken before a Reconnect() may contain entries that were never
+// acknowledged: it is refused and nothing is trimmed. So is one whose
+// staging key expired before its commit; the journal stays healthy.
+TEST_F(RedisJournalTest, StaleOrExpiredSnapshotsTrimNothing) {
+  auto journal = OpenJournal();
+  ASSERT_NE(journal, nullptr);
+  journal->AppendSnapshot("base");
+  journal->Append("e1", nullptr);
+  SnapshotPoint point = journal->snapshot_point();
+  ASSERT_TRUE(journal->Flush().ok());
+
+  SnapshotPoint stale = point;
+  stale.generation += 1;
+  EXPECT_EQ(journal->WriteSnapshot("stale", stale).code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(
+      journal->WriteSnapshot("expired", point, absl::Milliseconds(5)).code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_TRUE(journal->healthy().ok());
+  auto contents = journal->Load();
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_EQ(*contents->snapshot, "base");
+  EXPECT_EQ(contents->entries, std::vector<std::string>({"e1"}));
+  // Appends and a later snapshot work.
+  journal->Append("e2", nullptr);
+  ASSERT_TRUE(journal->WriteSnapshot("after-e1", point).ok());
+  contents = journal->Load();
+  EXPECT_EQ(*contents->snapshot, "after-e1");
+  EXPECT_EQ(contents->entries, std::vector<std::string>({"e2"}));
+}
+
 TEST(RedisJournalOpenTest, UnreachableRedisIsUnavailable) {
   RedisJournalOptions options;
   options.port = PickFreeLoopbackPort();
