@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -52,9 +53,37 @@ bool RedisAnswers(int port) {
 
 }  // namespace
 
+absl::StatusOr<CpuSchedulingClass> ParseCpuSchedulingClass(
+    const std::string& name) {
+  if (name == "normal") return CpuSchedulingClass::kNormal;
+  if (name == "batch") return CpuSchedulingClass::kBatch;
+  if (name == "idle") return CpuSchedulingClass::kIdle;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown CPU scheduling class '", name, "' (normal, batch, idle)"));
+}
+
+std::string CpuSchedulingClassName(CpuSchedulingClass c) {
+  switch (c) {
+    case CpuSchedulingClass::kNormal:
+      return "normal";
+    case CpuSchedulingClass::kBatch:
+      return "batch";
+    case CpuSchedulingClass::kIdle:
+      return "idle";
+  }
+  return "normal";
+}
+
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::string& name, const std::vector<std::string>& argv,
-    const std::string& log_path, int nice_increment) {
+    const std::string& log_path, ChildCpuPriority priority) {
+  if (priority.nice_increment < 0) {
+    return absl::InvalidArgumentError("nice_increment must be >= 0");
+  }
+  const int policy =
+      priority.scheduling_class == CpuSchedulingClass::kIdle    ? SCHED_IDLE
+      : priority.scheduling_class == CpuSchedulingClass::kBatch ? SCHED_BATCH
+                                                                : -1;
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   if (::access(argv[0].c_str(), X_OK) != 0) {
     return absl::UnavailableError(
@@ -86,8 +115,13 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
     ::setpgid(0, 0);  // Ctrl-C reaches the launcher only; it stops us.
-    if (nice_increment > 0 && ::nice(nice_increment) == -1) {
-      // Best effort: an unchanged priority is still correct.
+    // Best effort: an unchanged priority is still correct.
+    if (policy >= 0) {
+      sched_param param{};
+      ::sched_setscheduler(0, policy, &param);
+    }
+    if (priority.nice_increment > 0 && ::nice(priority.nice_increment) == -1) {
+      // Keeps the parent's nice value.
     }
     if (log_fd >= 0) {
       ::dup2(log_fd, STDOUT_FILENO);
@@ -375,7 +409,7 @@ absl::Status LocalCluster::StartWorker(int i) {
   auto p = ChildProcess::Start(
       worker_id(i), argv,
       absl::StrCat(options_.run_dir, "/", worker_id(i), ".log"),
-      options_.worker_nice);
+      options_.worker_priority);
   if (!p.ok()) return p.status();
   workers_[i] = *std::move(p);
   return absl::OkStatus();

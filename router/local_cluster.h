@@ -25,6 +25,32 @@
 
 namespace radixkv::router {
 
+// CPU scheduling class of a child process (sched(7)).
+enum class CpuSchedulingClass {
+  // SCHED_OTHER: the parent's class.
+  kNormal,
+  // SCHED_BATCH: like SCHED_OTHER, but the task does not preempt others on
+  // wake-up (it is assumed CPU-bound).
+  kBatch,
+  // SCHED_IDLE: runs only when no SCHED_OTHER task of its group wants the
+  // CPU; a waking SCHED_OTHER task preempts it at once. For throughput work
+  // sharing cores with a latency-critical control plane.
+  kIdle,
+};
+
+// "normal", "batch", "idle"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<CpuSchedulingClass> ParseCpuSchedulingClass(
+    const std::string& name);
+std::string CpuSchedulingClassName(CpuSchedulingClass c);
+
+// How a child is scheduled; unprivileged processes may only lower their
+// priority, which is all this does.
+struct ChildCpuPriority {
+  // nice(2) increment, >= 0 (0 = unchanged).
+  int nice_increment = 0;
+  CpuSchedulingClass scheduling_class = CpuSchedulingClass::kNormal;
+};
+
 // One child process with its output in a log file.
 class ChildProcess {
  public:
@@ -33,10 +59,11 @@ class ChildProcess {
   // dispositions reset, in its own process group (the launcher forwards
   // Ctrl-C itself).
   // UNAVAILABLE when the binary cannot be started.
-  // `nice_increment` > 0 lowers the child's CPU priority (nice(2)).
+  // `priority` lowers the child's CPU priority (best effort: a class or
+  // nice value the kernel refuses leaves the child at the parent's).
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
       const std::string& name, const std::vector<std::string>& argv,
-      const std::string& log_path, int nice_increment = 0);
+      const std::string& log_path, ChildCpuPriority priority = {});
   // Stop(absl::Seconds(10)) unless already stopped.
   ~ChildProcess();
 
@@ -93,11 +120,12 @@ struct LocalClusterOptions {
   // get --metrics_port=0 (disabled) and only the router serves /metrics.
   bool process_metrics = false;
   std::string policy = "cache_aware";
-  // nice(2) increment of the workers: on a small machine where workers and
-  // the control plane share cores, > 0 keeps routing decisions and cache
-  // service RPCs from queueing behind model compute (in a deployment they
-  // run on separate machines).
-  int worker_nice = 0;
+  // CPU priority of the workers. On a small machine where workers and the
+  // control plane (router, cache service, Redis) share cores, a lower
+  // worker priority keeps routing decisions and cache service RPCs from
+  // waiting behind model compute for a scheduler slice (in a deployment
+  // they run on separate machines or with separate CPU requests).
+  ChildCpuPriority worker_priority;
   // Extra flags per process.
   std::vector<std::string> cache_service_args;
   std::vector<std::string> worker_args;

@@ -55,11 +55,16 @@ ABSL_FLAG(int64_t, kv_capacity_tokens, 3072,
           "default puts the workload in the regime where placement matters: "
           "two workers together hold the workloads' prefixes, one does not.");
 ABSL_FLAG(std::string, policy, "cache_aware", "Router default policy.");
+ABSL_FLAG(std::string, worker_sched, "idle",
+          "CPU scheduling class of the workers: idle (SCHED_IDLE: a waking "
+          "router, cache service or Redis thread preempts model compute at "
+          "once, so routing decisions do not wait for a scheduler slice on a "
+          "machine whose cores the workers saturate), batch (SCHED_BATCH) or "
+          "normal (as the launcher). In a deployment the control plane runs "
+          "on its own machines or CPU requests (docs/deploy.md).");
 ABSL_FLAG(int, worker_nice, 0,
-          "nice(2) increment of the workers, so that on a small machine the "
-          "router and cache service are not queued behind model compute "
-          "(they run on separate machines in a deployment); 0 = off. On the "
-          "shared 2-core VM it did not measurably change routing p99.");
+          "nice(2) increment of the workers (>= 0; 0 = unchanged). With "
+          "--worker_sched=normal, a softer alternative to idle.");
 ABSL_FLAG(bool, redis, true,
           "Journal the cache service to a private redis-server.");
 ABSL_FLAG(std::string, worker_args, "",
@@ -112,6 +117,19 @@ std::string FindModelDir() {
   return candidates.front();
 }
 
+// What worker/scheduler.cc logs (info) when it preempts a running request.
+constexpr char kPreemptionLogLine[] = "preempting request";
+
+// Lines of the file at `path` containing `needle`; 0 when it cannot be read.
+int64_t CountLogLines(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
 std::atomic<bool> g_interrupted{false};
 std::atomic<pid_t> g_runner_pid{-1};
 
@@ -124,9 +142,13 @@ int main(int argc, char** argv) {
       "radixkv main job: local cluster (redis, cache service, 2 CPU workers, "
       "router) + workload runner + report. Arguments after -- go to the "
       "workload runner.");
-  absl::Status valid = absl::GetFlag(FLAGS_num_workers) >= 1
-                           ? absl::OkStatus()
-                           : absl::InvalidArgumentError("--num_workers >= 1");
+  auto worker_sched =
+      router::ParseCpuSchedulingClass(absl::GetFlag(FLAGS_worker_sched));
+  absl::Status valid = absl::GetFlag(FLAGS_num_workers) < 1
+                           ? absl::InvalidArgumentError("--num_workers >= 1")
+                       : absl::GetFlag(FLAGS_worker_nice) < 0
+                           ? absl::InvalidArgumentError("--worker_nice >= 0")
+                           : worker_sched.status();
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
@@ -171,7 +193,8 @@ int main(int argc, char** argv) {
   options.base_port = absl::GetFlag(FLAGS_base_port);
   options.process_metrics = absl::GetFlag(FLAGS_process_metrics);
   options.policy = absl::GetFlag(FLAGS_policy);
-  options.worker_nice = absl::GetFlag(FLAGS_worker_nice);
+  options.worker_priority.nice_increment = absl::GetFlag(FLAGS_worker_nice);
+  options.worker_priority.scheduling_class = *worker_sched;
   options.worker_args = SplitArgs(absl::GetFlag(FLAGS_worker_args));
   options.worker_args.insert(
       options.worker_args.begin(),
@@ -190,11 +213,14 @@ int main(int argc, char** argv) {
   std::printf("radixkv main job: logs in %s\n", options.run_dir.c_str());
   std::printf("  model %s\n", options.model_dir.c_str());
   std::printf(
-      "  %d CPU workers, %d thread(s) each, KV pool %s tokens each\n",
+      "  %d CPU workers, %d thread(s) each, KV pool %s tokens each, CPU "
+      "scheduling %s (nice +%d)\n",
       options.num_workers, absl::GetFlag(FLAGS_worker_threads),
       absl::GetFlag(FLAGS_kv_capacity_tokens) > 0
           ? std::to_string(absl::GetFlag(FLAGS_kv_capacity_tokens)).c_str()
-          : "default");
+          : "default",
+      router::CpuSchedulingClassName(*worker_sched).c_str(),
+      absl::GetFlag(FLAGS_worker_nice));
   std::fflush(stdout);
   const absl::Time t0 = absl::Now();
   int exit_code = 0;
@@ -266,6 +292,16 @@ int main(int argc, char** argv) {
       std::printf("stopping the cluster...\n");
       std::fflush(stdout);
       c.Stop();
+      int64_t preemptions = 0;
+      for (int i = 0; i < c.num_workers(); ++i) {
+        preemptions += CountLogLines(
+            absl::StrCat(options.run_dir, "/", c.worker_id(i), ".log"),
+            kPreemptionLogLine);
+      }
+      std::printf(
+          "worker preemptions (running requests whose KV was given back for "
+          "memory, all runs): %lld\n",
+          static_cast<long long>(preemptions));
       std::printf(
           "all processes stopped; logs and report in %s (%.0f s "
           "total)\n",

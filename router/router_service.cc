@@ -69,6 +69,10 @@ std::string JoinDistinct(const std::vector<std::string>& errors) {
   return absl::StrJoin(parts, "; ");
 }
 
+// How long a discovered model is used without asking the cache service
+// again (workers serving another model may register meanwhile).
+constexpr absl::Duration kModelDiscoveryTtl = absl::Seconds(2);
+
 }  // namespace
 
 // One Generate in progress, shared with Abort and the disconnect watcher.
@@ -104,6 +108,10 @@ absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
   service->default_policy_ = it->second.get();
   service->watcher_ =
       std::thread([s = service.get()] { s->WatchDisconnects(); });
+  if (options.model.empty()) {
+    service->model_refresher_ =
+        std::thread([s = service.get()] { s->RefreshDiscoveredModel(); });
+  }
   return service;
 }
 
@@ -113,8 +121,12 @@ RouterService::RouterService(const RouterOptions& options,
     : options_(options), tokenizer_(std::move(tokenizer)), metrics_(metrics) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  cache_service_ = radixkv::v1::CacheService::NewStub(grpc::CreateCustomChannel(
-      options.cache_service_address, grpc::InsecureChannelCredentials(), args));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.cache_service_address, grpc::InsecureChannelCredentials(), args);
+  // Connect now rather than on the first request's Match (whose routing
+  // latency would include the TCP and HTTP/2 handshakes).
+  channel->GetState(/*try_to_connect=*/true);
+  cache_service_ = radixkv::v1::CacheService::NewStub(std::move(channel));
 }
 
 RouterService::~RouterService() { Shutdown(); }
@@ -123,6 +135,7 @@ void RouterService::Shutdown() {
   if (shut_down_.exchange(true)) return;
   stop_.Notify();
   if (watcher_.joinable()) watcher_.join();
+  if (model_refresher_.joinable()) model_refresher_.join();
   absl::MutexLock lock(&mu_);
   for (auto& [_, f] : in_flight_) {
     absl::MutexLock l(&f->mu);
@@ -188,6 +201,22 @@ bool RouterService::RecentlyFailed(const std::string& worker_id) {
   return it != failed_until_.end() && it->second > absl::Now();
 }
 
+void RouterService::RefreshDiscoveredModel() {
+  while (!stop_.WaitForNotificationWithTimeout(kModelDiscoveryTtl / 2)) {
+    bool discovered;
+    {
+      absl::MutexLock lock(&mu_);
+      discovered = !discovered_model_.empty();
+    }
+    // Errors are the request path's to report once the TTL has passed.
+    if (discovered) {
+      DiscoverModel(
+          std::min(options_.cache_service_timeout, kModelDiscoveryTtl / 4))
+          .IgnoreError();
+    }
+  }
+}
+
 absl::StatusOr<std::string> RouterService::ResolveModel(
     const std::string& requested) {
   if (!requested.empty()) return requested;
@@ -195,13 +224,17 @@ absl::StatusOr<std::string> RouterService::ResolveModel(
   {
     absl::MutexLock lock(&mu_);
     if (!discovered_model_.empty() &&
-        absl::Now() - discovered_at_ < absl::Seconds(2)) {
+        absl::Now() - discovered_at_ < kModelDiscoveryTtl) {
       return discovered_model_;
     }
   }
+  return DiscoverModel(options_.cache_service_timeout);
+}
+
+absl::StatusOr<std::string> RouterService::DiscoverModel(
+    absl::Duration timeout) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   radixkv::v1::StatsResponse stats;
   grpc::Status st = cache_service_->Stats(&ctx, {}, &stats);
   absl::MutexLock lock(&mu_);

@@ -123,8 +123,19 @@ class RouterService final : public radixkv::v1::Router::Service {
   absl::StatusOr<std::vector<WorkerCandidate>> LiveWorkers(
       const std::string& model, const std::string& cache_salt,
       const std::vector<int32_t>& tokens, bool* from_match);
-  // The model to match against when the request leaves it empty.
+  // The model to match against when the request leaves it empty: the
+  // request's, options_.model, or the discovered one (fresh within
+  // kModelDiscoveryTtl; else DiscoverModel on the request's path).
   absl::StatusOr<std::string> ResolveModel(const std::string& requested);
+  // The one model the registered workers serve, through a Stats call with
+  // `timeout`; records it in discovered_model_/discovered_at_. UNAVAILABLE
+  // without live workers (or an unreachable cache service and nothing
+  // discovered before), INVALID_ARGUMENT when several models are served.
+  absl::StatusOr<std::string> DiscoverModel(absl::Duration timeout);
+  // Background loop (model_refresher_): once a model was discovered,
+  // rediscovers it every kModelDiscoveryTtl / 2 so that requests do not pay
+  // a Stats round trip on their routing path every kModelDiscoveryTtl.
+  void RefreshDiscoveredModel();
   PlacementPolicy* PolicyFor(grpc::ServerContext* context);
   std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(
       const std::string& address);
@@ -153,6 +164,7 @@ class RouterService final : public radixkv::v1::Router::Service {
 
   absl::Notification stop_;
   std::thread watcher_;
+  std::thread model_refresher_;  // only when options_.model is empty
   std::atomic<bool> shut_down_{false};
 };
 
