@@ -44,6 +44,10 @@ ABSL_FLAG(int64_t, heartbeat_timeout_ms, 10000,
           "[100, 86400000].");
 ABSL_FLAG(int64_t, snapshot_every_ops, 10000,
           "Journaled operations between two Redis snapshots. Range [1, 1e9].");
+ABSL_FLAG(double, snapshot_journal_ratio, 4,
+          "A snapshot also waits until the journal since the last one holds "
+          "this many times the snapshot's bytes (bounds the snapshot cost per "
+          "journaled byte). Range (0, 1000].");
 ABSL_FLAG(bool, background_snapshots, true,
           "Take Redis snapshots in a forked child (the RPC stall is the "
           "fork, ~1 ms at 1M cached tokens) instead of serializing under the "
@@ -101,6 +105,13 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
                    absl::GetFlag(FLAGS_snapshot_every_ops), 1, 1'000'000'000);
   }
   if (s.ok()) {
+    const double ratio = absl::GetFlag(FLAGS_snapshot_journal_ratio);
+    if (!(ratio > 0 && ratio <= 1000)) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "--snapshot_journal_ratio must be in (0, 1000], got ", ratio));
+    }
+  }
+  if (s.ok()) {
     s = CheckRange("snapshot_test_child_delay_ms",
                    absl::GetFlag(FLAGS_snapshot_test_child_delay_ms), 0,
                    600'000);
@@ -148,6 +159,7 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
   options->max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options->snapshot_every_ops = absl::GetFlag(FLAGS_snapshot_every_ops);
   options->background_snapshots = absl::GetFlag(FLAGS_background_snapshots);
+  options->snapshot_journal_ratio = absl::GetFlag(FLAGS_snapshot_journal_ratio);
   options->forked_snapshot.child_delay_for_testing =
       absl::Milliseconds(absl::GetFlag(FLAGS_snapshot_test_child_delay_ms));
   options->sweep_interval =

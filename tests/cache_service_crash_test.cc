@@ -12,7 +12,12 @@
 //    still valid.
 // The seed is printed; set RADIXKV_CRASH_SEED to replay one. A second test
 // stalls redis-server (SIGSTOP) under an Acquire and checks that the
-// Acquire, answered UNAVAILABLE, is not applied after the rebuild.
+// Acquire, answered UNAVAILABLE, is not applied after the rebuild. Two more
+// hold a background snapshot in flight (its forked child sleeps first,
+// --snapshot_test_child_delay_ms) while RPCs continue, then kill -9 or
+// SIGTERM the service: SIGTERM exits 0, and either way the restart equals
+// the Dump before.
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -69,7 +74,8 @@ std::string BinaryPath() {
 class ServiceProcess {
  public:
   ServiceProcess(const std::string& redis_address, int snapshot_every_ops,
-                 const std::string& log_path)
+                 const std::string& log_path,
+                 const std::vector<std::string>& extra_args = {})
       : port_(PickFreeLoopbackPort()) {
     std::vector<std::string> args = {
         BinaryPath(),
@@ -79,9 +85,12 @@ class ServiceProcess {
         absl::StrCat("--redis=", redis_address),
         "--redis_key_prefix=crash",
         absl::StrCat("--snapshot_every_ops=", snapshot_every_ops),
+        // Snapshot often (background snapshots in flight at many kills).
+        "--snapshot_journal_ratio=0.5",
         "--lease_ttl_ms=600000",
         "--heartbeat_timeout_ms=600000",
     };
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -148,6 +157,33 @@ class ServiceProcess {
     }
   }
 
+  // SIGTERM, then waits; the wait status (-1 if not running).
+  int Terminate() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = -1;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  // Child processes of the service (any thread's), e.g. a snapshot child.
+  std::vector<pid_t> Children() const {
+    std::vector<pid_t> children;
+    if (pid_ <= 0) return children;
+    const std::string tasks = absl::StrCat("/proc/", pid_, "/task");
+    DIR* dir = opendir(tasks.c_str());
+    if (dir == nullptr) return children;
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      std::ifstream in(absl::StrCat(tasks, "/", entry->d_name, "/children"));
+      pid_t child = 0;
+      while (in >> child) children.push_back(child);
+    }
+    closedir(dir);
+    return children;
+  }
+
   pb::CacheService::Stub& stub() { return *stub_; }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
 
@@ -196,11 +232,14 @@ class CrashTest : public ::testing::Test {
     log_path_ = dir + "/cache_service.log";
   }
 
-  void StartService() {
+  // snapshot_every_ops 0: random in [3, 40].
+  void StartService(int snapshot_every_ops = 0,
+                    const std::vector<std::string>& extra_args = {}) {
     std::uniform_int_distribution<int> snap(3, 40);
+    if (snapshot_every_ops == 0) snapshot_every_ops = snap(rng_);
     service_.reset();
-    service_ = std::make_unique<ServiceProcess>(redis_->address(), snap(rng_),
-                                                log_path_);
+    service_ = std::make_unique<ServiceProcess>(
+        redis_->address(), snapshot_every_ops, log_path_, extra_args);
     ASSERT_TRUE(service_->WaitReady())
         << "cache_service did not become ready; log:\n"
         << ReadLog();
@@ -441,6 +480,18 @@ class CrashTest : public ::testing::Test {
     for (auto& th : threads) th.join();
   }
 
+  // Random operations until the service has a (snapshot) child process;
+  // returns it, or -1 after `max_ops` operations.
+  pid_t RunUntilASnapshotChildExists(int max_ops) {
+    for (int i = 0; i < max_ops; ++i) {
+      RandomOp();
+      if (::testing::Test::HasFatalFailure()) return -1;
+      std::vector<pid_t> children = service_->Children();
+      if (!children.empty()) return children[0];
+    }
+    return -1;
+  }
+
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   std::unique_ptr<RedisServerProcess> redis_;
@@ -556,6 +607,69 @@ TEST_F(CrashTest, AcquireAnsweredUnavailableDuringARedisStallIsNotApplied) {
   ASSERT_NO_FATAL_FAILURE(StartService());
   EXPECT_TRUE(Dump() == before) << "restart after the stall";
   ASSERT_NO_FATAL_FAILURE(ExpectConsistent("restart after the redis stall"));
+}
+
+}  // namespace
+}  // namespace radixkv
+
+namespace radixkv {
+namespace {
+
+// The child of a background snapshot sleeps 10 minutes before serializing,
+// so the snapshot is in flight while RPCs continue; then SIGTERM: the
+// service exits 0 (it kills the child and drops the snapshot) and the
+// restart restores the Dump taken just before, from the previous snapshot
+// and the untrimmed journal.
+TEST_F(CrashTest, SigtermDuringABackgroundSnapshotExitsCleanlyAndRestores) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartService(5, {"--snapshot_test_child_delay_ms=600000"}));
+  ASSERT_NO_FATAL_FAILURE(RegisterWorkers());
+  const pid_t child = RunUntilASnapshotChildExists(400);
+  ASSERT_GT(child, 0) << "no snapshot child appeared; log:\n" << ReadLog();
+  // More state changes while the snapshot is in flight.
+  for (int i = 0; i < 30; ++i) ASSERT_NO_FATAL_FAILURE(RandomOp());
+  const std::string before = Dump();
+  const int status = service_->Terminate();
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "; log:\n"
+                                 << ReadLog();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << ReadLog();
+  // The child was killed, not left sleeping.
+  std::ifstream stat(absl::StrCat("/proc/", child, "/stat"));
+  std::string pid_field, comm, state;
+  if (stat >> pid_field >> comm >> state) {
+    EXPECT_EQ(state, "Z") << "snapshot child " << child << " still running";
+  }
+  ASSERT_NO_FATAL_FAILURE(StartService());
+  EXPECT_TRUE(Dump() == before)
+      << "state changed across SIGTERM, seed " << seed_;
+  ASSERT_NO_FATAL_FAILURE(ExpectConsistent("restart after SIGTERM"));
+}
+
+// kill -9 while a snapshot child is in flight and RPCs continue: the restart
+// equals the Dump before the kill; then snapshots commit again (child delay
+// 0) with traffic, and a second kill -9 restores too.
+TEST_F(CrashTest, KillNineWithABackgroundSnapshotInFlightRestores) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartService(5, {"--snapshot_test_child_delay_ms=600000"}));
+  ASSERT_NO_FATAL_FAILURE(RegisterWorkers());
+  const pid_t child = RunUntilASnapshotChildExists(400);
+  ASSERT_GT(child, 0) << "no snapshot child appeared; log:\n" << ReadLog();
+  for (int i = 0; i < 30; ++i) ASSERT_NO_FATAL_FAILURE(RandomOp());
+  std::string before = Dump();
+  service_->Kill();
+  kill(child, SIGKILL);  // the orphan would sleep for 10 minutes
+  ASSERT_NO_FATAL_FAILURE(StartService(5));
+  EXPECT_TRUE(Dump() == before)
+      << "state changed across kill -9, seed " << seed_;
+  ASSERT_NO_FATAL_FAILURE(ExpectConsistent("restart, snapshot in flight"));
+  // Snapshots now run to completion while the workload continues.
+  for (int i = 0; i < 200; ++i) ASSERT_NO_FATAL_FAILURE(RandomOp());
+  before = Dump();
+  service_->Kill();
+  ASSERT_NO_FATAL_FAILURE(StartService(5));
+  EXPECT_TRUE(Dump() == before)
+      << "state changed across kill -9, seed " << seed_;
+  ASSERT_NO_FATAL_FAILURE(ExpectConsistent("restart after snapshots"));
 }
 
 }  // namespace
