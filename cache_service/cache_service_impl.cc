@@ -1,6 +1,8 @@
 #include "cache_service/cache_service_impl.h"
 
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -411,10 +413,7 @@ absl::Status CacheServiceImpl::Available() const {
 
 void CacheServiceImpl::Finish(grpc::ServerUnaryReactor* reactor, CacheRpc rpc,
                               absl::Time start, const absl::Status& status) {
-  if (metrics_ != nullptr) {
-    metrics_->ObserveRpc(rpc, status.code(),
-                         absl::ToDoubleSeconds(absl::Now() - start));
-  }
+  Observe(rpc, start, status);
   reactor->Finish(ToGrpc(status));
 }
 
@@ -471,10 +470,9 @@ void CacheServiceImpl::JournalLocked(JournalOp op, int64_t now_ms,
   if (stats.last_bytes > 0) last_snapshot_bytes_ = stats.last_bytes;
   // The child reads its copy-on-write view of state_ (see forked_snapshot.h).
   const CacheState* state = &state_;
-  absl::Status started =
-      snapshotter_->Start([state, last_now = last_now_ms_] {
-        return SnapshotBlob(*state, last_now);
-      });
+  absl::Status started = snapshotter_->Start([state, last_now = last_now_ms_] {
+    return SnapshotBlob(*state, last_now);
+  });
   if (!started.ok()) {
     spdlog::error("background snapshot not started ({}); snapshotting inline",
                   started.ToString());
@@ -485,20 +483,54 @@ void CacheServiceImpl::JournalLocked(JournalOp op, int64_t now_ms,
   bytes_since_snapshot_ = 0;
 }
 
-void CacheServiceImpl::CommitAndFinishLocked(
-    grpc::ServerUnaryReactor* reactor, CacheRpc rpc, absl::Time start,
-    JournalOp op, int64_t now_ms, const google::protobuf::Message& request) {
-  JournalLocked(op, now_ms, request.SerializeAsString(),
-                [this, reactor, rpc, start](const absl::Status& status) {
-                  if (status.ok()) {
-                    Finish(reactor, rpc, start, absl::OkStatus());
-                    return;
-                  }
-                  MarkJournalBroken();
-                  Finish(reactor, rpc, start,
-                         absl::UnavailableError(absl::StrCat(
-                             "journal write failed: ", status.message())));
-                });
+void CacheServiceImpl::Observe(CacheRpc rpc, absl::Time start,
+                               const absl::Status& status) {
+  if (metrics_ != nullptr) {
+    metrics_->ObserveRpc(rpc, status.code(),
+                         absl::ToDoubleSeconds(absl::Now() - start));
+  }
+}
+
+void CacheServiceImpl::JournalThenDoneLocked(
+    CacheRpc rpc, absl::Time start, JournalOp op, int64_t now_ms,
+    const google::protobuf::Message& request, MutationDone done) {
+  JournalLocked(
+      op, now_ms, request.SerializeAsString(),
+      [this, rpc, start, done = std::move(done)](const absl::Status& status) {
+        absl::Status result = absl::OkStatus();
+        if (!status.ok()) {
+          MarkJournalBroken();
+          result = absl::UnavailableError(
+              absl::StrCat("journal write failed: ", status.message()));
+        }
+        Observe(rpc, start, result);
+        done(result);
+      });
+}
+
+template <typename Request, typename Response>
+void CacheServiceImpl::RunMutation(
+    CacheRpc rpc, JournalOp op, const Request& request, Response* response,
+    absl::Status (*apply)(CacheState&, const Request&, int64_t, Response*),
+    absl::Status validation, MutationDone done) {
+  const absl::Time start = absl::Now();
+  absl::Status status = std::move(validation);
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = Available();
+    if (status.ok()) {
+      const int64_t now_ms = NowLocked();
+      status = apply(state_, request, now_ms, response);
+      if (status.ok() && journal_ != nullptr) {
+        // Acknowledged by the journal's callback once durable.
+        JournalThenDoneLocked(rpc, start, op, now_ms, request, std::move(done));
+        return;
+      }
+    }
+  }
+  if (!status.ok()) response->Clear();
+  Observe(rpc, start, status);
+  done(status);
 }
 
 template <typename Request, typename Response>
@@ -508,23 +540,10 @@ grpc::ServerUnaryReactor* CacheServiceImpl::HandleMutation(
     absl::Status (*apply)(CacheState&, const Request&, int64_t, Response*),
     absl::Status validation) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = absl::Now();
-  absl::Status status = std::move(validation);
-  if (status.ok()) {
-    absl::MutexLock lock(&mu_);
-    status = Available();
-    if (status.ok()) {
-      const int64_t now_ms = NowLocked();
-      status = apply(state_, *request, now_ms, response);
-      if (status.ok() && journal_ != nullptr) {
-        // Acknowledged by the journal's callback once durable.
-        CommitAndFinishLocked(reactor, rpc, start, op, now_ms, *request);
-        return reactor;
-      }
-    }
-  }
-  if (!status.ok()) response->Clear();
-  Finish(reactor, rpc, start, status);
+  RunMutation(rpc, op, *request, response, apply, std::move(validation),
+              [reactor](const absl::Status& status) {
+                reactor->Finish(ToGrpc(status));
+              });
   return reactor;
 }
 
@@ -566,6 +585,21 @@ absl::Status ValidateRegister(const pb::RegisterRequest& request) {
 
 }  // namespace
 
+absl::Status CacheServiceImpl::ValidateAcquire(
+    const pb::AcquireRequest& request) const {
+  absl::Status status = ValidateTokens(request.tokens());
+  if (!status.ok()) return status;
+  return CheckLength("request_id", request.request_id(), kMaxRequestIdBytes);
+}
+
+absl::Status CacheServiceImpl::ValidateCommit(
+    const pb::CommitRequest& request) const {
+  if (request.tokens().empty()) {
+    return absl::InvalidArgumentError("tokens is empty");
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* CacheServiceImpl::Register(
     grpc::CallbackServerContext* context, const pb::RegisterRequest* request,
     pb::RegisterResponse* response) {
@@ -593,10 +627,7 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Acquire(
     pb::AcquireResponse* response) {
   return HandleMutation(context, CacheRpc::kAcquire, JournalOp::kAcquire,
                         request, response, &ApplyAcquire,
-                        !ValidateTokens(request->tokens()).ok()
-                            ? ValidateTokens(request->tokens())
-                            : CheckLength("request_id", request->request_id(),
-                                          kMaxRequestIdBytes));
+                        ValidateAcquire(*request));
 }
 
 grpc::ServerUnaryReactor* CacheServiceImpl::Grow(
@@ -617,10 +648,7 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Commit(
     grpc::CallbackServerContext* context, const pb::CommitRequest* request,
     pb::CommitResponse* response) {
   return HandleMutation(context, CacheRpc::kCommit, JournalOp::kCommit, request,
-                        response, &ApplyCommit,
-                        request->tokens().empty()
-                            ? absl::InvalidArgumentError("tokens is empty")
-                            : absl::OkStatus());
+                        response, &ApplyCommit, ValidateCommit(*request));
 }
 
 grpc::ServerUnaryReactor* CacheServiceImpl::Release(
@@ -749,6 +777,228 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Dump(
   }
   Finish(reactor, CacheRpc::kDump, start, status);
   return reactor;
+}
+
+// ---- LeaseStream ----
+//
+// One reactor per stream. One read is outstanding at a time; each request is
+// run by RunMutation (the unary RPCs' code) as soon as it is read, so the
+// operations of a stream are applied in arrival order. Its response gets a
+// slot at the back of `pending_`; the slot becomes ready when RunMutation's
+// `done` runs (inline in memory mode, on the journal's writer thread once
+// durable in Redis mode). Responses are written from the front of
+// `pending_`, one write at a time, so they go out in request order. Reading
+// pauses while kMaxPendingPerStream responses are unsent (bounded memory
+// per stream). Lifetime: the reactor deletes itself when gRPC has called
+// OnDone and no operation's `done` is still outstanding (`refs_`).
+class CacheServiceImpl::LeaseStreamReactor final
+    : public grpc::ServerBidiReactor<pb::LeaseStreamRequest,
+                                     pb::LeaseStreamResponse> {
+ public:
+  static constexpr size_t kMaxPendingPerStream = 1024;
+
+  explicit LeaseStreamReactor(CacheServiceImpl* service) : service_(service) {
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // half-close by the client, or the stream broke
+      Actions actions;
+      {
+        absl::MutexLock lock(&mu_);
+        reading_ = false;
+        read_closed_ = true;
+        actions = NextActionsLocked();
+      }
+      Run(actions);
+      return;
+    }
+    // reading_ stays true until Dispatch is done with request_, so no other
+    // thread starts the next read into it meanwhile.
+    Pending* pending;
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_) {  // cancelled: apply nothing more
+        reading_ = false;
+        return;
+      }
+      pending_.push_back(std::make_unique<Pending>());
+      pending = pending_.back().get();
+      ++refs_;
+    }
+    pending->response.set_request_id(request_.request_id());
+    Dispatch(pending);
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      actions = NextActionsLocked();
+    }
+    Run(actions);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_.reset();
+      write_in_flight_ = false;
+      if (!ok) broken_ = true;
+      actions = NextActionsLocked();
+    }
+    Run(actions);
+  }
+
+  void OnCancel() override {
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      actions = NextActionsLocked();
+    }
+    Run(actions);
+  }
+
+  void OnDone() override { Unref(); }
+
+ private:
+  struct Pending {
+    pb::LeaseStreamResponse response;
+    bool ready = false;
+  };
+  // What to do after releasing mu_ (gRPC calls are made without it).
+  struct Actions {
+    pb::LeaseStreamResponse* write = nullptr;
+    bool read = false;
+    bool finish = false;
+    grpc::Status finish_status;
+  };
+
+  void Dispatch(Pending* pending) {
+    pb::LeaseStreamResponse& r = pending->response;
+    CacheServiceImpl& s = *service_;
+    MutationDone done = [this, pending](const absl::Status& status) {
+      Complete(pending, status);
+    };
+    switch (request_.op_case()) {
+      case pb::LeaseStreamRequest::kAcquire:
+        s.RunMutation(CacheRpc::kAcquire, JournalOp::kAcquire,
+                      request_.acquire(), r.mutable_acquire(), &ApplyAcquire,
+                      s.ValidateAcquire(request_.acquire()), std::move(done));
+        return;
+      case pb::LeaseStreamRequest::kGrow:
+        s.RunMutation(CacheRpc::kGrow, JournalOp::kGrow, request_.grow(),
+                      r.mutable_grow(), &ApplyGrow, absl::OkStatus(),
+                      std::move(done));
+        return;
+      case pb::LeaseStreamRequest::kFork:
+        s.RunMutation(CacheRpc::kFork, JournalOp::kFork, request_.fork(),
+                      r.mutable_fork(), &ApplyFork, absl::OkStatus(),
+                      std::move(done));
+        return;
+      case pb::LeaseStreamRequest::kCommit:
+        s.RunMutation(CacheRpc::kCommit, JournalOp::kCommit, request_.commit(),
+                      r.mutable_commit(), &ApplyCommit,
+                      s.ValidateCommit(request_.commit()), std::move(done));
+        return;
+      case pb::LeaseStreamRequest::kRelease:
+        s.RunMutation(CacheRpc::kRelease, JournalOp::kRelease,
+                      request_.release(), r.mutable_release(), &ApplyRelease,
+                      absl::OkStatus(), std::move(done));
+        return;
+      case pb::LeaseStreamRequest::OP_NOT_SET:
+        break;
+    }
+    done(absl::InvalidArgumentError(
+        "LeaseStreamRequest has no operation set (one of acquire, grow, "
+        "fork, commit, release)"));
+  }
+
+  // RunMutation's verdict for `pending` (any thread).
+  void Complete(Pending* pending, const absl::Status& status) {
+    if (!status.ok()) {
+      pending->response.clear_result();
+      pending->response.set_status_code(static_cast<int32_t>(status.code()));
+      pending->response.set_status_message(std::string(status.message()));
+    }
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      pending->ready = true;
+      actions = NextActionsLocked();
+    }
+    Run(actions);
+    Unref();
+  }
+
+  // Decides the next write, read and finish from the current state.
+  Actions NextActionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Actions a;
+    if (finished_) return a;
+    if (broken_) {
+      // Cancelled or a write failed: finish once no write is in flight
+      // (operations still journaling complete later and are dropped).
+      if (!write_in_flight_) {
+        finished_ = true;
+        a.finish = true;
+        a.finish_status =
+            grpc::Status(grpc::StatusCode::CANCELLED, "lease stream cancelled");
+      }
+      return a;
+    }
+    if (!write_in_flight_ && !pending_.empty() && pending_.front()->ready) {
+      writing_ = std::move(pending_.front());
+      pending_.pop_front();
+      write_in_flight_ = true;
+      a.write = &writing_->response;
+    }
+    if (!reading_ && !read_closed_ && pending_.size() < kMaxPendingPerStream) {
+      reading_ = true;
+      a.read = true;
+    }
+    if (read_closed_ && pending_.empty() && !write_in_flight_) {
+      finished_ = true;
+      a.finish = true;
+      a.finish_status = grpc::Status::OK;
+    }
+    return a;
+  }
+
+  void Run(const Actions& a) {
+    if (a.write != nullptr) StartWrite(a.write);
+    if (a.read) StartRead(&request_);
+    if (a.finish) Finish(a.finish_status);
+  }
+
+  void Unref() {
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      last = --refs_ == 0;
+    }
+    if (last) delete this;
+  }
+
+  CacheServiceImpl* const service_;
+  // Written by gRPC's read; used by Dispatch until the next StartRead.
+  pb::LeaseStreamRequest request_;
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Pending> writing_ ABSL_GUARDED_BY(mu_);
+  // 1 for gRPC (until OnDone) + 1 per operation whose done has not run.
+  int refs_ ABSL_GUARDED_BY(mu_) = 1;
+  // A read is in flight, or its message is being dispatched.
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<pb::LeaseStreamRequest, pb::LeaseStreamResponse>*
+CacheServiceImpl::LeaseStream(grpc::CallbackServerContext* /*context*/) {
+  return new LeaseStreamReactor(this);
 }
 
 void CacheServiceImpl::StartBackgroundSweep() {

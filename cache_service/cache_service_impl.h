@@ -214,6 +214,11 @@ class CacheServiceImpl final
   grpc::ServerUnaryReactor* Dump(grpc::CallbackServerContext* context,
                                  const radixkv::v1::DumpRequest* request,
                                  radixkv::v1::DumpResponse* response) override;
+  // One reactor per stream (LeaseStreamReactor in the .cc): operations are
+  // run by the same code as the unary RPCs, responses sent in request order.
+  grpc::ServerBidiReactor<radixkv::v1::LeaseStreamRequest,
+                          radixkv::v1::LeaseStreamResponse>*
+  LeaseStream(grpc::CallbackServerContext* context) override;
 
  private:
   CacheServiceImpl(CacheServiceOptions options,
@@ -231,12 +236,18 @@ class CacheServiceImpl final
   // Time for a read-only call.
   int64_t NowForRead() const;
 
-  // Finishes `reactor` after journaling (op, now_ms, request) when the
-  // service has a journal, or right away otherwise; records metrics.
-  // Called with mu_ held (keeps journal order == apply order).
-  void CommitAndFinishLocked(grpc::ServerUnaryReactor* reactor, CacheRpc rpc,
-                             absl::Time start, JournalOp op, int64_t now_ms,
-                             const google::protobuf::Message& request)
+  class LeaseStreamReactor;
+  // Receives the final status of one state-changing operation (after its
+  // journal write in Redis mode); any thread, no service lock held.
+  using MutationDone = std::function<void(const absl::Status&)>;
+
+  // Calls `done` after journaling (op, now_ms, request) when the service has
+  // a journal; records metrics. Called with mu_ held (keeps journal order ==
+  // apply order).
+  void JournalThenDoneLocked(CacheRpc rpc, absl::Time start, JournalOp op,
+                             int64_t now_ms,
+                             const google::protobuf::Message& request,
+                             MutationDone done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues an entry (and a snapshot when due). `done` gets the journal's
   // verdict. Requires journal_.
@@ -244,15 +255,30 @@ class CacheServiceImpl final
                      RedisJournal::DoneCallback done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs a state-changing RPC: `validation` (service-level checks), then
-  // `apply` under the mutex, then (Redis mode) the journal write before the
-  // acknowledgement. A failed call leaves the state unchanged.
+  // Runs a state-changing operation: `validation` (service-level checks),
+  // then `apply` under the mutex, then (Redis mode) the journal write; then
+  // `done` gets the status (inline when nothing is journaled). A failed
+  // operation leaves the state unchanged and `response` cleared. Shared by
+  // the unary RPCs and LeaseStream, so both behave identically.
+  template <typename Request, typename Response>
+  void RunMutation(CacheRpc rpc, JournalOp op, const Request& request,
+                   Response* response,
+                   absl::Status (*apply)(CacheState&, const Request&, int64_t,
+                                         Response*),
+                   absl::Status validation, MutationDone done);
+  // RunMutation finishing a unary RPC's reactor.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* HandleMutation(
       grpc::CallbackServerContext* context, CacheRpc rpc, JournalOp op,
       const Request* request, Response* response,
       absl::Status (*apply)(CacheState&, const Request&, int64_t, Response*),
       absl::Status validation);
+  // Records the metrics of one finished operation.
+  void Observe(CacheRpc rpc, absl::Time start, const absl::Status& status);
+  // Service-level checks of Acquire and Commit (beyond the core's).
+  absl::Status ValidateAcquire(
+      const radixkv::v1::AcquireRequest& request) const;
+  absl::Status ValidateCommit(const radixkv::v1::CommitRequest& request) const;
   // Finishes with a status and records metrics.
   void Finish(grpc::ServerUnaryReactor* reactor, CacheRpc rpc, absl::Time start,
               const absl::Status& status);

@@ -18,6 +18,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -952,8 +953,7 @@ TEST(CacheServiceRedisTest, LostRedisMeansUnavailableUntilRebuilt) {
   h.service().SweepOnce();
   EXPECT_EQ(h.available_events(), 1);
   EXPECT_EQ(h.Dump(), acknowledged);
-  EXPECT_NE(h.Scrape().find("\nradixkv_cache_redis_up 1\n"),
-            std::string::npos);
+  EXPECT_NE(h.Scrape().find("\nradixkv_cache_redis_up 1\n"), std::string::npos);
   ASSERT_TRUE(h.Acquire("w0", 1, Range(1, 6), &a).ok());
   ExpectSlotsAddUp(h.Stats());
 }
@@ -1058,6 +1058,453 @@ TEST(CacheServiceRedisTest, ANewerInstanceFencesTheOlderOne) {
   EXPECT_EQ(older.available_events(), 0);
   ASSERT_TRUE(newer.Acquire("w0", 1, Range(1, 5), &a).ok());
   EXPECT_EQ(newer.Stats().active_leases(), 1);
+}
+
+// ---- LeaseStream: the same operations over one bidirectional stream ----
+
+// Runs one lease operation and returns its outcome as a LeaseStreamResponse
+// (status_code/status_message + the result), whichever transport is used.
+class LeaseOps {
+ public:
+  virtual ~LeaseOps() = default;
+  virtual pb::LeaseStreamResponse Do(const pb::LeaseStreamRequest& req) = 0;
+};
+
+// Through the unary RPCs.
+class UnaryLeaseOps : public LeaseOps {
+ public:
+  explicit UnaryLeaseOps(pb::CacheService::Stub& stub) : stub_(stub) {}
+  pb::LeaseStreamResponse Do(const pb::LeaseStreamRequest& req) override {
+    pb::LeaseStreamResponse out;
+    out.set_request_id(req.request_id());
+    grpc::ClientContext ctx;
+    grpc::Status s;
+    switch (req.op_case()) {
+      case pb::LeaseStreamRequest::kAcquire:
+        s = stub_.Acquire(&ctx, req.acquire(), out.mutable_acquire());
+        break;
+      case pb::LeaseStreamRequest::kGrow:
+        s = stub_.Grow(&ctx, req.grow(), out.mutable_grow());
+        break;
+      case pb::LeaseStreamRequest::kFork:
+        s = stub_.Fork(&ctx, req.fork(), out.mutable_fork());
+        break;
+      case pb::LeaseStreamRequest::kCommit:
+        s = stub_.Commit(&ctx, req.commit(), out.mutable_commit());
+        break;
+      case pb::LeaseStreamRequest::kRelease:
+        s = stub_.Release(&ctx, req.release(), out.mutable_release());
+        break;
+      case pb::LeaseStreamRequest::OP_NOT_SET:
+        ADD_FAILURE() << "no op";
+    }
+    if (!s.ok()) {
+      out.clear_result();
+      out.set_status_code(s.error_code());
+      out.set_status_message(s.error_message());
+    }
+    return out;
+  }
+
+ private:
+  pb::CacheService::Stub& stub_;
+};
+
+// Through one LeaseStream, one operation at a time.
+class StreamLeaseOps : public LeaseOps {
+ public:
+  explicit StreamLeaseOps(pb::CacheService::Stub& stub)
+      : stream_(stub.LeaseStream(&ctx_)) {}
+  ~StreamLeaseOps() override {
+    stream_->WritesDone();
+    pb::LeaseStreamResponse extra;
+    EXPECT_FALSE(stream_->Read(&extra)) << "unexpected response";
+    grpc::Status s = stream_->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  pb::LeaseStreamResponse Do(const pb::LeaseStreamRequest& req) override {
+    pb::LeaseStreamResponse out;
+    EXPECT_TRUE(stream_->Write(req));
+    EXPECT_TRUE(stream_->Read(&out));
+    EXPECT_EQ(out.request_id(), req.request_id());
+    return out;
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<pb::LeaseStreamRequest, pb::LeaseStreamResponse>>
+      stream_;
+};
+
+pb::LeaseStreamRequest AcquireOp(const std::string& worker, int64_t epoch,
+                                 const std::vector<int32_t>& tokens,
+                                 int32_t reserve = 0,
+                                 const std::string& model = "m") {
+  pb::LeaseStreamRequest req;
+  pb::AcquireRequest* a = req.mutable_acquire();
+  a->set_worker_id(worker);
+  a->set_epoch(epoch);
+  a->set_model(model);
+  SetTokens(a, tokens);
+  a->set_reserve_tokens(reserve);
+  return req;
+}
+pb::LeaseStreamRequest GrowOp(uint64_t lease, int32_t n) {
+  pb::LeaseStreamRequest req;
+  req.mutable_grow()->set_lease_id(lease);
+  req.mutable_grow()->set_num_tokens(n);
+  return req;
+}
+pb::LeaseStreamRequest ForkOp(uint64_t lease, int32_t children, int64_t n) {
+  pb::LeaseStreamRequest req;
+  req.mutable_fork()->set_lease_id(lease);
+  req.mutable_fork()->set_num_children(children);
+  req.mutable_fork()->set_num_tokens(n);
+  return req;
+}
+pb::LeaseStreamRequest CommitOp(uint64_t lease,
+                                const std::vector<int32_t>& tokens,
+                                bool keep_lease = false) {
+  pb::LeaseStreamRequest req;
+  req.mutable_commit()->set_lease_id(lease);
+  SetTokens(req.mutable_commit(), tokens);
+  req.mutable_commit()->set_keep_lease(keep_lease);
+  return req;
+}
+pb::LeaseStreamRequest ReleaseOp(uint64_t lease) {
+  pb::LeaseStreamRequest req;
+  req.mutable_release()->set_lease_id(lease);
+  return req;
+}
+
+// One step of the script: the outcome and the Dump after it.
+struct Step {
+  std::string outcome;  // serialized LeaseStreamResponse
+  std::string dump;
+};
+
+// A script of every lease operation and every documented error path; each
+// error must leave the Dump unchanged. Later operations use the lease ids
+// returned by earlier ones.
+std::vector<Step> RunLeaseScript(ServiceHarness& h, LeaseOps& ops) {
+  std::vector<Step> steps;
+  uint64_t next_id = 100;
+  auto run = [&](pb::LeaseStreamRequest req,
+                 grpc::StatusCode expected) -> pb::LeaseStreamResponse {
+    req.set_request_id(next_id++);
+    const std::string before = h.Dump();
+    pb::LeaseStreamResponse out = ops.Do(req);
+    const std::string after = h.Dump();
+    EXPECT_EQ(out.status_code(), expected)
+        << req.ShortDebugString() << " -> " << out.status_message();
+    if (expected != grpc::StatusCode::OK) {
+      EXPECT_FALSE(out.status_message().empty());
+      EXPECT_EQ(out.result_case(), pb::LeaseStreamResponse::RESULT_NOT_SET);
+      EXPECT_EQ(after, before)
+          << "state changed by a failed " << req.ShortDebugString();
+    }
+    steps.push_back({out.SerializeAsString(), after});
+    return out;
+  };
+  using C = grpc::StatusCode;
+  // Acquire: values and every error path.
+  const uint64_t a =
+      run(AcquireOp("w0", 1, Range(1, 10), 4), C::OK).acquire().lease_id();
+  run(AcquireOp("w0", 1, {}), C::INVALID_ARGUMENT);
+  run(AcquireOp("w0", 1, Range(0, kMaxPrompt)), C::INVALID_ARGUMENT);
+  run(AcquireOp("w0", 1, {1, kVocab}), C::INVALID_ARGUMENT);
+  run(AcquireOp("nobody", 1, Range(1, 5)), C::NOT_FOUND);
+  run(AcquireOp("w0", 0, Range(1, 5)), C::FAILED_PRECONDITION);
+  run(AcquireOp("w0", 1, Range(1, 5), 0, "other-model"),
+      C::FAILED_PRECONDITION);
+  run(AcquireOp("w0", 1, Range(1, 60), 60), C::RESOURCE_EXHAUSTED);
+  {
+    pb::LeaseStreamRequest long_id = AcquireOp("w0", 1, Range(1, 5));
+    long_id.mutable_acquire()->set_request_id(std::string(129, 'x'));
+    run(long_id, C::INVALID_ARGUMENT);
+  }
+  // Grow and Fork.
+  run(GrowOp(a, 3), C::OK);
+  run(GrowOp(a, 0), C::INVALID_ARGUMENT);
+  run(GrowOp(a, 65537), C::INVALID_ARGUMENT);
+  run(GrowOp(424242, 1), C::NOT_FOUND);
+  run(GrowOp(a, 1000), C::RESOURCE_EXHAUSTED);
+  const pb::LeaseStreamResponse fork = run(ForkOp(a, 2, 10), C::OK);
+  run(ForkOp(a, 0, 10), C::INVALID_ARGUMENT);
+  run(ForkOp(a, 65, 10), C::INVALID_ARGUMENT);
+  run(ForkOp(424242, 1, 1), C::NOT_FOUND);
+  // Commit: values, keep_lease, and its error paths.
+  run(CommitOp(a, Range(1, 9)), C::INVALID_ARGUMENT);   // shorter than prompt
+  run(CommitOp(a, Range(1, 40)), C::INVALID_ARGUMENT);  // beyond its slots
+  run(CommitOp(a, {}), C::INVALID_ARGUMENT);
+  run(CommitOp(424242, Range(1, 10)), C::NOT_FOUND);
+  run(CommitOp(a, Range(1, 12), /*keep_lease=*/true), C::OK);
+  run(CommitOp(a, Range(1, 13)), C::OK);
+  run(CommitOp(a, Range(1, 13)), C::NOT_FOUND);  // double Commit
+  run(ReleaseOp(a), C::NOT_FOUND);               // Release after Commit
+  // Release: values and double Release; a forked child is committed.
+  if (fork.fork().children_size() == 2) {
+    run(ReleaseOp(fork.fork().children(0).lease_id()), C::OK);
+    run(ReleaseOp(fork.fork().children(0).lease_id()), C::NOT_FOUND);
+    run(CommitOp(fork.fork().children(1).lease_id(), Range(1, 10)), C::OK);
+  } else {
+    ADD_FAILURE() << "fork failed";
+  }
+  const uint64_t b =
+      run(AcquireOp("w0", 1, Range(1, 20)), C::OK).acquire().lease_id();
+  run(ReleaseOp(b), C::OK);
+  run(ReleaseOp(b), C::NOT_FOUND);
+  run(CommitOp(b, Range(1, 20)), C::NOT_FOUND);
+  return steps;
+}
+
+TEST(LeaseStreamTest, EveryOpAndErrorMatchesTheUnaryRpcs) {
+  ServiceHarness unary;
+  ServiceHarness stream;
+  ASSERT_TRUE(unary.ok() && stream.ok());
+  ASSERT_TRUE(unary.Register("w0", 64, 1, 1).ok());
+  ASSERT_TRUE(stream.Register("w0", 64, 1, 1).ok());
+  std::vector<Step> via_unary, via_stream;
+  {
+    UnaryLeaseOps ops(unary.stub());
+    via_unary = RunLeaseScript(unary, ops);
+  }
+  {
+    StreamLeaseOps ops(stream.stub());
+    via_stream = RunLeaseScript(stream, ops);
+  }
+  ASSERT_EQ(via_stream.size(), via_unary.size());
+  for (size_t i = 0; i < via_unary.size(); ++i) {
+    pb::LeaseStreamResponse u, s;
+    ASSERT_TRUE(u.ParseFromString(via_unary[i].outcome));
+    ASSERT_TRUE(s.ParseFromString(via_stream[i].outcome));
+    EXPECT_EQ(s.ShortDebugString(), u.ShortDebugString()) << "step " << i;
+    EXPECT_EQ(via_stream[i].dump, via_unary[i].dump) << "step " << i;
+  }
+  EXPECT_EQ(stream.Dump(), unary.Dump());
+  EXPECT_EQ(stream.Stats().active_leases(), 0);
+  ExpectSlotsAddUp(stream.Stats());
+  ASSERT_TRUE(stream.service().CheckInvariantsForTest().ok());
+  // Stream operations count in the per-RPC metrics like unary calls.
+  const std::string text = stream.Scrape();
+  EXPECT_NE(text.find("radixkv_cache_rpc_total{code=\"NOT_FOUND\",rpc="
+                      "\"Release\"} 3"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("radixkv_cache_rpc_latency_seconds_count{rpc=\"Grow\"} 5"),
+      std::string::npos)
+      << text;
+}
+
+TEST(LeaseStreamTest, AMessageWithoutAnOpFailsOnlyItself) {
+  ServiceHarness h;
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h.Register("w0", 64, 1, 1).ok());
+  const std::string before = h.Dump();
+  grpc::ClientContext ctx;
+  auto stream = h.stub().LeaseStream(&ctx);
+  pb::LeaseStreamRequest empty;
+  empty.set_request_id(7);
+  ASSERT_TRUE(stream->Write(empty));
+  pb::LeaseStreamRequest acquire = AcquireOp("w0", 1, Range(1, 5));
+  acquire.set_request_id(8);
+  ASSERT_TRUE(stream->Write(acquire));
+  stream->WritesDone();
+  pb::LeaseStreamResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.request_id(), 7u);
+  EXPECT_EQ(r.status_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status_message().find("no operation"), std::string::npos);
+  EXPECT_EQ(r.result_case(), pb::LeaseStreamResponse::RESULT_NOT_SET);
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.request_id(), 8u);
+  EXPECT_EQ(r.status_code(), 0);
+  EXPECT_EQ(r.acquire().kv_indices_size(), 5);
+  EXPECT_FALSE(stream->Read(&r));
+  grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(h.Stats().active_leases(), 1);
+  EXPECT_NE(h.Dump(), before);
+}
+
+// Writes `requests` on one stream without waiting, reads every response on
+// another thread; returns them in arrival order.
+std::vector<pb::LeaseStreamResponse> Pipeline(
+    pb::CacheService::Stub& stub,
+    const std::vector<pb::LeaseStreamRequest>& requests) {
+  grpc::ClientContext ctx;
+  auto stream = stub.LeaseStream(&ctx);
+  std::vector<pb::LeaseStreamResponse> responses;
+  std::thread reader([&] {
+    pb::LeaseStreamResponse r;
+    while (stream->Read(&r)) responses.push_back(r);
+  });
+  for (const pb::LeaseStreamRequest& req : requests) {
+    EXPECT_TRUE(stream->Write(req));
+  }
+  stream->WritesDone();
+  reader.join();
+  grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return responses;
+}
+
+void ExpectManyOutstandingOps(ServiceHarness& h) {
+  // More operations than the per-stream bound on unsent responses (1024):
+  // the server pauses reading and resumes.
+  constexpr int kOps = 3000;
+  const int64_t held = h.Stats().active_leases();
+  std::vector<pb::LeaseStreamRequest> acquires;
+  for (int i = 0; i < kOps; ++i) {
+    acquires.push_back(AcquireOp("w0", 1, {i % 7, 100 + i % 900, i / 900}));
+    acquires.back().set_request_id(10 * i + 1);
+  }
+  std::vector<pb::LeaseStreamResponse> acquired = Pipeline(h.stub(), acquires);
+  ASSERT_EQ(acquired.size(), static_cast<size_t>(kOps));
+  std::set<uint64_t> leases;
+  std::vector<pb::LeaseStreamRequest> commits;
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_EQ(acquired[i].request_id(), 10u * i + 1) << "out of order";
+    ASSERT_EQ(acquired[i].status_code(), 0) << acquired[i].status_message();
+    ASSERT_EQ(acquired[i].acquire().kv_indices_size(), 3);
+    leases.insert(acquired[i].acquire().lease_id());
+    commits.push_back(CommitOp(acquired[i].acquire().lease_id(),
+                               {i % 7, 100 + i % 900, i / 900}));
+    commits.back().set_request_id(i);
+  }
+  EXPECT_EQ(leases.size(), static_cast<size_t>(kOps));
+  EXPECT_EQ(h.Stats().active_leases(), held + kOps);
+  // Every other commit is doubled: the duplicate fails alone (NOT_FOUND).
+  for (int i = 0; i < kOps; i += 2) commits.push_back(commits[i]);
+  std::vector<pb::LeaseStreamResponse> committed = Pipeline(h.stub(), commits);
+  ASSERT_EQ(committed.size(), commits.size());
+  for (size_t i = 0; i < committed.size(); ++i) {
+    EXPECT_EQ(committed[i].request_id(), commits[i].request_id());
+    EXPECT_EQ(committed[i].status_code(),
+              i < kOps ? grpc::StatusCode::OK : grpc::StatusCode::NOT_FOUND)
+        << i;
+  }
+  EXPECT_EQ(h.Stats().active_leases(), held);
+  ExpectSlotsAddUp(h.Stats());
+  ASSERT_TRUE(h.service().CheckInvariantsForTest().ok());
+}
+
+TEST(LeaseStreamTest, ManyOutstandingOpsOnOneStreamAnswerInOrder) {
+  ServiceHarness h;
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h.Register("w0", 1 << 16, 1, 1).ok());
+  ExpectManyOutstandingOps(h);
+}
+
+TEST(LeaseStreamTest, ClientCancelLeavesAcknowledgedLeasesUntilTheirTtl) {
+  ServiceHarness h;
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h.Register("w0", 4096, 1, 1).ok());
+  grpc::ClientContext ctx;
+  auto stream = h.stub().LeaseStream(&ctx);
+  constexpr int kOps = 200;
+  for (int i = 0; i < kOps; ++i) {
+    pb::LeaseStreamRequest req = AcquireOp("w0", 1, {i, i + 1});
+    req.set_request_id(i);
+    ASSERT_TRUE(stream->Write(req));
+  }
+  pb::LeaseStreamResponse r;
+  std::vector<uint64_t> acknowledged;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(stream->Read(&r));
+    ASSERT_EQ(r.status_code(), 0);
+    acknowledged.push_back(r.acquire().lease_id());
+  }
+  ctx.TryCancel();
+  while (stream->Read(&r)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The server survives; acknowledged leases stay valid (the worker may
+  // still use them), and no more than the ones sent exist. (Operations the
+  // server read before it saw the cancellation may still be applied.)
+  const int64_t active = h.Stats().active_leases();
+  EXPECT_GE(active, 10);
+  EXPECT_LE(active, kOps);
+  pb::HeartbeatResponse hb;
+  ASSERT_TRUE(h.Heartbeat("w0", 1, acknowledged, &hb).ok());
+  EXPECT_THAT(hb.lost_lease_ids(), IsEmpty());
+  ASSERT_TRUE(h.Commit(acknowledged[0], {0, 1}).ok());
+  ExpectSlotsAddUp(h.Stats());
+  // The rest expire after the lease TTL like unary leases whose owner left.
+  h.Advance(kLeaseTtlMs + 1);
+  const int expired = h.service().SweepOnce();
+  EXPECT_GE(expired, active - 1);
+  EXPECT_LE(expired, kOps - 1);
+  EXPECT_EQ(h.Stats().active_leases(), 0);
+  pb::WorkerCacheStats w = h.Stats("w0").workers(0);
+  EXPECT_EQ(w.protected_slots(), 0);
+  ExpectSlotsAddUp(h.Stats());
+  // A new stream on the same channel works.
+  StreamLeaseOps ops(h.stub());
+  EXPECT_EQ(ops.Do(AcquireOp("w0", 1, {1, 2, 3})).status_code(), 0);
+}
+
+TEST(LeaseStreamTest, ServerShutdownWithOpenStreamsEndsThem) {
+  auto h = std::make_unique<ServiceHarness>();
+  ASSERT_TRUE(h->ok());
+  ASSERT_TRUE(h->Register("w0", 64, 1, 1).ok());
+  grpc::ClientContext ctx;
+  auto stream = h->stub().LeaseStream(&ctx);
+  pb::LeaseStreamRequest req = AcquireOp("w0", 1, {1, 2});
+  ASSERT_TRUE(stream->Write(req));
+  pb::LeaseStreamResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.status_code(), 0);
+  h.reset();  // server Shutdown(1 s) with the stream open, then the service
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_FALSE(stream->Finish().ok());
+}
+
+TEST(CacheServiceRedisTest, StreamAcknowledgedOpsSurviveARestart) {
+  auto redis = RedisServerProcess::Start(TempDir("stream"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  std::string dump;
+  std::vector<uint64_t> held;
+  {
+    ServiceHarness h(OpenJournal((*redis)->port()), 50);
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(h.Register("w0", 1 << 16, 16, 1).ok());
+    // Pipelined Acquires and Commits (many journal entries in flight).
+    std::vector<pb::LeaseStreamRequest> acquires;
+    for (int i = 0; i < 300; ++i) {
+      acquires.push_back(AcquireOp("w0", 1, {i % 5, i % 11, 200 + i}, 2));
+      acquires.back().set_request_id(i);
+    }
+    std::vector<pb::LeaseStreamResponse> acquired =
+        Pipeline(h.stub(), acquires);
+    ASSERT_EQ(acquired.size(), acquires.size());
+    std::vector<pb::LeaseStreamRequest> commits;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_EQ(acquired[i].status_code(), 0) << acquired[i].status_message();
+      if (i % 3 == 0) {
+        held.push_back(acquired[i].acquire().lease_id());
+        continue;
+      }
+      commits.push_back(CommitOp(acquired[i].acquire().lease_id(),
+                                 {i % 5, i % 11, 200 + i, 7}));
+    }
+    for (const auto& c : Pipeline(h.stub(), commits)) {
+      ASSERT_EQ(c.status_code(), 0) << c.status_message();
+    }
+    dump = h.Dump();
+  }
+  ServiceHarness h(OpenJournal((*redis)->port()), 50);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.service().recovery().replay_errors, 0);
+  EXPECT_EQ(h.Dump(), dump);
+  EXPECT_EQ(h.Stats().active_leases(), static_cast<int64_t>(held.size()));
+  pb::HeartbeatResponse hb;
+  ASSERT_TRUE(h.Heartbeat("w0", 1, held, &hb).ok());
+  EXPECT_THAT(hb.lost_lease_ids(), IsEmpty());
+  // And a stream works in Redis mode with many operations outstanding.
+  ExpectManyOutstandingOps(h);
 }
 
 }  // namespace

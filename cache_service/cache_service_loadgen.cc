@@ -14,9 +14,16 @@
 // deduplicated). Runs --warmup_s, then measures for --duration_s (or until
 // --max_pairs). Prints one table row per mode: pairs/s and p50/p99 latency
 // of the pair and of each RPC (client-observed, ms).
+//
+// --transport=unary sends each operation as its own RPC; --transport=stream
+// sends them over CacheService.LeaseStream, one stream per channel, the
+// sessions of a channel pipelined on its stream (depth = concurrency /
+// channels operations in flight per stream).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -51,6 +58,9 @@ ABSL_FLAG(std::string, redis, "",
           "temp dir (--save '' --appendonly yes).");
 ABSL_FLAG(std::string, redis_server_binary, "/usr/bin/redis-server",
           "redis-server started for mode redis when --redis is empty.");
+ABSL_FLAG(std::string, transport, "unary",
+          "unary: one RPC per Acquire/Commit; stream: CacheService.LeaseStream "
+          "(one stream per channel, sessions pipelined on it).");
 ABSL_FLAG(int, concurrency, 32, "Concurrent client sessions (in flight).");
 ABSL_FLAG(int, channels, 4,
           "Client channels (TCP connections) the sessions are spread over.");
@@ -86,6 +96,107 @@ double Percentile(std::vector<double>& v, double q) {
   return v[k];
 }
 
+// One LeaseStream (callback client API): operations of many sessions are
+// queued and written one at a time; responses arrive in request order, so
+// the callbacks of the operations in flight are kept in a FIFO.
+class ClientLeaseStream final
+    : public grpc::ClientBidiReactor<pb::LeaseStreamRequest,
+                                     pb::LeaseStreamResponse> {
+ public:
+  using Callback = std::function<void(pb::LeaseStreamResponse&)>;
+
+  explicit ClientLeaseStream(pb::CacheService::Stub* stub) {
+    stub->async()->LeaseStream(&ctx_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  // Queues `request` (must stay valid until its response arrives; it is
+  // serialized when its write starts). `done` runs on a gRPC thread.
+  void Send(pb::LeaseStreamRequest* request, Callback done) {
+    bool start = false;
+    {
+      absl::MutexLock lock(&mu_);
+      request->set_request_id(next_id_++);
+      callbacks_.push_back(std::move(done));
+      queue_.push_back(request);
+      if (!writing_) {
+        writing_ = true;
+        start = true;
+        request = queue_.front();
+        queue_.pop_front();
+      }
+    }
+    if (start) StartWrite(request);
+  }
+
+  // Half-closes once nothing is queued, then waits for the stream's end.
+  grpc::Status Close() {
+    bool now = false;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      if (!writing_) now = true;
+    }
+    if (now) StartWritesDone();
+    done_.WaitForNotification();
+    return status_;
+  }
+
+  void OnWriteDone(bool ok) override {
+    pb::LeaseStreamRequest* next = nullptr;
+    bool writes_done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (ok && !queue_.empty()) {
+        next = queue_.front();
+        queue_.pop_front();
+      } else {
+        writing_ = false;
+        writes_done = closing_;
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (writes_done) StartWritesDone();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    Callback done;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(callbacks_.front());
+      callbacks_.pop_front();
+    }
+    done(response_);
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    status_ = status;
+    done_.Notify();
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  pb::LeaseStreamResponse response_;
+  absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<Callback> callbacks_ ABSL_GUARDED_BY(mu_);
+  std::deque<pb::LeaseStreamRequest*> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_;
+  absl::Notification done_;
+};
+
+grpc::Status StatusOf(const pb::LeaseStreamResponse& r) {
+  return r.status_code() == 0
+             ? grpc::Status::OK
+             : grpc::Status(static_cast<grpc::StatusCode>(r.status_code()),
+                            r.status_message());
+}
+
 // Drives Acquire+Commit pairs from `concurrency` sessions with the gRPC
 // callback client API (no thread per session).
 class PairLoad {
@@ -117,13 +228,24 @@ class PairLoad {
     end_ = measure_start_ + measure;
     max_pairs_ = max_pairs;
     running_.store(n);
+    const bool stream = absl::GetFlag(FLAGS_transport) == "stream";
+    if (stream) {
+      for (pb::CacheService::Stub* stub : stubs_) {
+        streams_.push_back(std::make_unique<ClientLeaseStream>(stub));
+      }
+    }
     for (int i = 0; i < n; ++i) {
       sessions_[i].id = i;
       sessions_[i].stub = stubs_[i % stubs_.size()];
+      if (stream) sessions_[i].stream = streams_[i % streams_.size()].get();
       sessions_[i].rng.seed(1000 + i);
       StartPair(&sessions_[i]);
     }
     all_done_.WaitForNotification();
+    for (auto& stream : streams_) {
+      grpc::Status closed = stream->Close();
+      if (!closed.ok()) spdlog::warn("stream: {}", closed.error_message());
+    }
     absl::MutexLock lock(&mu_);
     result_.seconds =
         absl::ToDoubleSeconds(std::min(last_finish_, end_) - measure_start_);
@@ -134,6 +256,8 @@ class PairLoad {
   struct Session {
     int id = 0;
     pb::CacheService::Stub* stub = nullptr;
+    ClientLeaseStream* stream = nullptr;  // --transport=stream
+    pb::LeaseStreamRequest op;            // its request buffer
     std::mt19937_64 rng;
     uint64_t iteration = 0;
     std::unique_ptr<grpc::ClientContext> ctx;
@@ -168,8 +292,16 @@ class PairLoad {
     while (tokens->size() < absl::GetFlag(FLAGS_prompt_tokens)) {
       tokens->Add(static_cast<int32_t>(s->rng() % kVocab));
     }
-    s->ctx = std::make_unique<grpc::ClientContext>();
     s->rpc_start = absl::Now();
+    if (s->stream != nullptr) {
+      *s->op.mutable_acquire() = s->acquire;
+      s->stream->Send(&s->op, [this, s](pb::LeaseStreamResponse& r) {
+        if (r.has_acquire()) s->acquire_resp.Swap(r.mutable_acquire());
+        OnAcquired(s, StatusOf(r));
+      });
+      return;
+    }
+    s->ctx = std::make_unique<grpc::ClientContext>();
     s->stub->async()->Acquire(
         s->ctx.get(), &s->acquire, &s->acquire_resp,
         [this, s](grpc::Status status) { OnAcquired(s, status); });
@@ -185,8 +317,15 @@ class PairLoad {
     s->commit.Clear();
     s->commit.set_lease_id(s->acquire_resp.lease_id());
     *s->commit.mutable_tokens() = s->acquire.tokens();
-    s->ctx = std::make_unique<grpc::ClientContext>();
     s->rpc_start = absl::Now();
+    if (s->stream != nullptr) {
+      *s->op.mutable_commit() = s->commit;
+      s->stream->Send(&s->op, [this, s](pb::LeaseStreamResponse& r) {
+        OnCommitted(s, StatusOf(r));
+      });
+      return;
+    }
+    s->ctx = std::make_unique<grpc::ClientContext>();
     s->stub->async()->Commit(
         s->ctx.get(), &s->commit, &s->commit_resp,
         [this, s](grpc::Status status) { OnCommitted(s, status); });
@@ -224,6 +363,7 @@ class PairLoad {
   const int64_t epoch_;
   std::vector<std::vector<int32_t>> prefixes_;
   std::vector<Session> sessions_;
+  std::vector<std::unique_ptr<ClientLeaseStream>> streams_;
   absl::Time measure_start_, end_;
   int64_t max_pairs_ = 0;
   std::atomic<int> running_{0};
@@ -443,7 +583,8 @@ int RunInProcess(const std::string& mode) {
   auto stubs = Connect(absl::StrCat("127.0.0.1:", (*server)->port()));
   if (!RegisterWorker(stubs[0].get(), 1)) return 1;
   PairLoad::Result result = Drive(stubs, 1);
-  PrintRow(mode, result, mode == "redis" ? &counters : nullptr);
+  PrintRow(absl::StrCat(mode, " ", absl::GetFlag(FLAGS_transport)), result,
+           mode == "redis" ? &counters : nullptr);
   if (mode == "redis") {
     const cs::ForkedSnapshotStats snaps = (*service)->snapshot_stats();
     std::printf(
@@ -472,26 +613,31 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_shared_prefix_tokens) >=
           absl::GetFlag(FLAGS_prompt_tokens) ||
       absl::GetFlag(FLAGS_concurrency) < 1 ||
-      absl::GetFlag(FLAGS_num_prefixes) < 1) {
+      absl::GetFlag(FLAGS_num_prefixes) < 1 ||
+      (absl::GetFlag(FLAGS_transport) != "unary" &&
+       absl::GetFlag(FLAGS_transport) != "stream")) {
     std::fprintf(stderr,
                  "need shared_prefix_tokens < prompt_tokens, concurrency >= "
-                 "1, num_prefixes >= 1\n");
+                 "1, num_prefixes >= 1, --transport=unary|stream\n");
     return 2;
   }
   std::printf(
       "cache_service loadgen: %d sessions, prompt %d tokens (%d shared, %d "
-      "prefixes), page_size %d, %.1f s measured after %.1f s warm-up\n\n",
+      "prefixes), page_size %d, %.1f s measured after %.1f s warm-up, "
+      "transport %s over %d channels\n\n",
       absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_prompt_tokens),
       absl::GetFlag(FLAGS_shared_prefix_tokens),
       absl::GetFlag(FLAGS_num_prefixes), absl::GetFlag(FLAGS_page_size),
-      absl::GetFlag(FLAGS_duration_s), absl::GetFlag(FLAGS_warmup_s));
+      absl::GetFlag(FLAGS_duration_s), absl::GetFlag(FLAGS_warmup_s),
+      absl::GetFlag(FLAGS_transport).c_str(), absl::GetFlag(FLAGS_channels));
   PrintHeader();
   if (!absl::GetFlag(FLAGS_target).empty()) {
     auto stubs = Connect(absl::GetFlag(FLAGS_target));
     const int64_t epoch = absl::ToUnixMillis(absl::Now());
     if (!RegisterWorker(stubs[0].get(), epoch)) return 1;
     PairLoad::Result result = Drive(stubs, epoch);
-    PrintRow("external", result, nullptr);
+    PrintRow(absl::StrCat("external ", absl::GetFlag(FLAGS_transport)), result,
+             nullptr);
     return 0;
   }
   for (const std::string& mode : std::vector<std::string>(absl::StrSplit(
