@@ -26,9 +26,11 @@
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
 #include <cstdlib>
+#include <string_view>
 
 #include "worker/kernels/attention_combine.h"
 #include "worker/kernels/hip/attention_mma.h"
+#include "worker/kernels/hip/attention_wgmma.h"
 #include "worker/kernels/hip/gpu_kernel_launch.h"
 #include "worker/kv_cache_layout.h"
 // clang-format on
@@ -54,6 +56,9 @@ struct ExtendParams {
   uint16_t* out;
   float* lse;
   int32_t num_m_blocks;
+  // wgmma kernel: V descriptor leading / stride byte offsets (host-set).
+  uint32_t v_desc_lbo;
+  uint32_t v_desc_sbo;
 };
 
 template <bool kBf16>
@@ -359,6 +364,659 @@ __global__ void __launch_bounds__(kWarps * 32) ExtendMmaKernel(ExtendParams p) {
   }
 }
 
+// ---------------------------------------------------- Hopper wgmma (sm_90a)
+
+// Keys per K/V tile of the wgmma kernel; kWG consumer warpgroups of 64 query
+// rows each (BLOCK_M = 64 kWG); kOverlap: FlashAttention-3's intra-warpgroup
+// overlap (P V of tile i-1 runs on the tensor cores while the warpgroup does
+// the softmax of tile i), which needs 3 K/V stages instead of 2.
+inline constexpr int kWgmmaKeys = 64;
+
+template <int D, int kWG, bool kOverlap>
+constexpr size_t ExtendWgmmaSmemBytes() {
+  // Q tile + K and V stages (SW128 layout, attention_wgmma.h), the per-key
+  // base offsets, and 1 KB of slack for the 1024-byte alignment.
+  return static_cast<size_t>(64 * kWG) * D * 2 +
+         (kOverlap ? 3 : 2) * 2 * static_cast<size_t>(kWgmmaKeys) * D * 2 +
+         2 * kWgmmaKeys * sizeof(int64_t) + 1024;
+}
+
+// Same work split and masking as ExtendMmaKernel, with the two GEMMs on
+// wgmma: each warpgroup computes S (64 x 64 keys) = Q K^T with Q and K read
+// by the tensor cores straight from shared memory (descriptors, no
+// ldmatrix), runs the online softmax on its accumulators, and adds P V with
+// P from registers (bf16/f16) and V from shared memory (transposed by the
+// descriptor). Loads: every thread issues cp.async for the next tile (double
+// buffer), then fence.proxy.async so the tensor cores see the data.
+template <int D, int kWG, bool kOverlap, bool kBf16>
+__global__ void __launch_bounds__(128 * kWG, 1)
+    ExtendWgmmaKernel(ExtendParams p) {
+#if RADIXKV_HAS_WGMMA
+  constexpr int kN = kWgmmaKeys;
+  constexpr int kBlockM = 64 * kWG;
+  constexpr int kThreads = 128 * kWG;
+  constexpr int kStages = kOverlap ? 3 : 2;
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  constexpr int kSTiles = kN / 8;
+  constexpr int kOTiles = D / 8;
+  static_assert(D == 64 || D == 128, "wgmma path: head_dim 64 or 128");
+  const int32_t b = blockIdx.z;
+  const int32_t h = blockIdx.y;
+  const int32_t m_block = p.num_m_blocks - 1 - blockIdx.x;  // heavy first
+  const int32_t qo_start = p.qo_indptr[b];
+  const int32_t le = p.qo_indptr[b + 1] - qo_start;
+  const int32_t m0 = m_block * kBlockM;
+  if (m0 >= le) return;
+  const int64_t kv_start = p.kv_indptr[b];
+  const int32_t lp = static_cast<int32_t>(p.kv_indptr[b + 1] - kv_start);
+  const int32_t kvh = h / p.group;
+  const int32_t hkv = p.g.num_kv_heads;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wg = warp >> 2;
+
+  extern __shared__ float4 smem_f4[];
+  uint8_t* raw = reinterpret_cast<uint8_t*>(smem_f4);
+  raw += (1024 - (mma::SmemAddress(raw) & 1023)) & 1023;
+  uint16_t* q_tile = reinterpret_cast<uint16_t*>(raw);  // [kBlockM][D]
+  uint16_t* k_tiles = q_tile + kBlockM * D;             // [kStages][kN][D]
+  uint16_t* v_tiles = k_tiles + kStages * kN * D;       // [kStages][kN][D]
+  int64_t* bases =
+      reinterpret_cast<int64_t*>(v_tiles + kStages * kN * D);  // [2][kN]
+
+  const int my_chunk = tid % kChunksPerRow;
+  const int my_row0 = tid / kChunksPerRow;
+#pragma unroll
+  for (int r = my_row0; r < kBlockM; r += kRowsPerPass) {
+    const bool valid = m0 + r < le;
+    const int64_t qi =
+        (static_cast<int64_t>(qo_start + m0 + r) * p.num_q_heads + h) * D +
+        my_chunk * 8;
+    mma::CpAsync16(q_tile + wgmma::TileOffset<kBlockM>(r, my_chunk),
+                   p.q + (valid ? qi : 0), valid);
+  }
+  mma::CpAsyncCommit();
+
+  const int64_t k_delta =
+      p.g.KOffset(0, kvh, my_chunk * 8) - p.g.KOffset(0, kvh, 0);
+  const int64_t v_delta =
+      p.g.VOffset(0, kvh, my_chunk * 8) - p.g.VOffset(0, kvh, 0);
+  const bool v_strided = p.g.layout == KvLayout::kVllm;
+  const int64_t v_stride = p.g.VDimStride();
+
+  const int32_t prefix_tiles = (lp + kN - 1) / kN;
+  const int32_t extend_end = le < m0 + kBlockM ? le : m0 + kBlockM;
+  const int32_t extend_tiles = (extend_end + kN - 1) / kN;
+  const int32_t num_tiles = prefix_tiles + extend_tiles;
+
+  auto load_slot = [&](int32_t it) -> int64_t {
+    const int32_t key = it * kN + tid;
+    return (tid < kN && it < prefix_tiles && key < lp)
+               ? p.kv_indices[kv_start + key]
+               : int64_t{-1};
+  };
+  int64_t next_slot = load_slot(0);
+  auto issue = [&](int32_t it) {
+    const int stage = it % kStages;
+    const bool prefix = it < prefix_tiles;
+    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const int64_t slot = next_slot;
+    next_slot = load_slot(it + 1);
+    if (tid < kN) {
+      const int32_t key = key0 + tid;
+      int64_t kb = -1, vb = -1;
+      if (prefix && slot >= 0) {
+        kb = p.g.KOffset(slot, kvh, 0);
+        vb = p.g.VOffset(slot, kvh, 0);
+      } else if (!prefix && key < le) {
+        kb = vb = (static_cast<int64_t>(qo_start + key) * hkv + kvh) * D;
+      }
+      bases[tid] = kb;
+      bases[kN + tid] = vb;
+    }
+    __syncthreads();
+    uint16_t* ks = k_tiles + stage * kN * D;
+    uint16_t* vs = v_tiles + stage * kN * D;
+    const uint16_t* ksrc = prefix ? p.k_cache : p.k_ext;
+    const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
+    const int64_t kd = prefix ? k_delta : my_chunk * 8;
+    const int64_t vd = prefix ? v_delta : my_chunk * 8;
+#pragma unroll
+    for (int r = my_row0; r < kN; r += kRowsPerPass) {
+      const int64_t kb = bases[r];
+      const int64_t vb = bases[kN + r];
+      const int so = wgmma::TileOffset<kN>(r, my_chunk);
+      mma::CpAsync16(ks + so, ksrc + (kb >= 0 ? kb + kd : 0), kb >= 0);
+      if (!(prefix && v_strided)) {
+        mma::CpAsync16(vs + so, vsrc + (vb >= 0 ? vb + vd : 0), vb >= 0);
+      } else {
+        uint32_t wv[4] = {0, 0, 0, 0};
+        if (vb >= 0) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            wv[e / 2] |= static_cast<uint32_t>(vsrc[vb + vd + e * v_stride])
+                         << (16 * (e % 2));
+          }
+        }
+        *reinterpret_cast<uint4*>(vs + so) =
+            make_uint4(wv[0], wv[1], wv[2], wv[3]);
+      }
+    }
+    mma::CpAsyncCommit();
+  };
+
+  float o[kOTiles * 4];
+#pragma unroll
+  for (int i = 0; i < kOTiles * 4; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+
+  if (num_tiles > 0) issue(0);
+  mma::CpAsyncWait<0>();
+  wgmma::FenceProxyAsyncShared();
+  __syncthreads();
+
+  const uint32_t q_addr = mma::SmemAddress(q_tile) + wg * 64 * 128;
+  const uint32_t k_addr0 = mma::SmemAddress(k_tiles);
+  const uint32_t v_addr0 = mma::SmemAddress(v_tiles);
+  constexpr uint32_t kTileBytes = kN * D * 2;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int32_t warp_row0 = m0 + warp * 16;  // first row of this warp
+  const int32_t wg_row0 = m0 + wg * 64;      // first row of this warpgroup
+  // Tiles this warpgroup computes: a prefix [0, wg_tiles) of the block's
+  // tiles (extend tiles entirely above its 64 rows contribute nothing; a
+  // warpgroup past Le computes nothing). Uniform over the warpgroup, as
+  // wgmma requires.
+  const int32_t wg_tiles =
+      wg_row0 >= le ? 0
+                    : prefix_tiles + min(extend_tiles, (wg_row0 + 63) / kN + 1);
+  // kOverlap: P of the previous tile (registers) and the address of its V
+  // stage; its P V product is issued together with the next tile's S and
+  // runs while this warpgroup does that tile's softmax. Before the first
+  // tile P = 0 (a no-op product on tile 0's V stage, which holds finite
+  // data), so every iteration has the same wgmma sequence: no divergent
+  // wgmma waits (ptxas would serialize them, C7520).
+  uint32_t pa[kN / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0;
+  }
+  uint32_t v_prev = v_addr0;
+  auto issue_pv = [&](uint32_t v_addr) {
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      const uint64_t db = wgmma::MakeDescriptor(v_addr + kk * 16 * 128,
+                                                p.v_desc_lbo, p.v_desc_sbo);
+      wgmma::MmaRS<D, kBf16>(o, pa[kk], db, 1);
+    }
+    wgmma::CommitGroup();
+  };
+  for (int32_t it = 0; it < num_tiles; ++it) {
+    __syncthreads();  // the stage tile it + 1 goes to and `bases` are free
+    if (it + 1 < num_tiles) {
+      issue(it + 1);
+      mma::CpAsyncWait<1>();
+    } else {
+      mma::CpAsyncWait<0>();
+    }
+    wgmma::FenceProxyAsyncShared();
+    __syncthreads();
+    if (it >= wg_tiles) continue;
+    const int stage = it % kStages;
+    const bool prefix = it < prefix_tiles;
+    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const uint32_t k_addr = k_addr0 + stage * kTileBytes;
+    const uint32_t v_addr = v_addr0 + stage * kTileBytes;
+
+    // S = Q K^T: D / 16 k-steps, 4 per 64-dim column block.
+    float s[kSTiles * 4];
+#pragma unroll
+    for (int i = 0; i < kSTiles * 4; ++i) s[i] = 0.0f;
+    wgmma::FenceRegisters(s);
+    wgmma::FenceRegisters(o);
+    wgmma::Fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t col = (kk & 3) * 32;  // 16 elements per k-step
+      const uint64_t da = wgmma::MakeDescriptor(
+          q_addr + (kk >> 2) * (kBlockM * 128) + col, 16, 1024);
+      const uint64_t db = wgmma::MakeDescriptor(
+          k_addr + (kk >> 2) * (kN * 128) + col, 16, 1024);
+      wgmma::MmaSS<kN, kBf16>(s, da, db, 1);
+    }
+    wgmma::CommitGroup();
+    if constexpr (kOverlap) {
+      issue_pv(v_prev);
+      wgmma::WaitGroup<1>();  // S done; the previous tile's P V may run on
+    } else {
+      wgmma::WaitGroup<0>();
+    }
+    wgmma::FenceRegisters(s);
+
+    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
+          const int32_t row = warp_row0 + g + 8 * (i >> 1);
+          const bool ok = prefix ? key < lp : key <= row;
+          s[4 * j + i] = ok ? s[4 * j + i] * p.scale_log2 : -INFINITY;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kSTiles * 4; ++i) s[i] *= p.scale_log2;
+    }
+    // Online softmax (base 2), rows g (r = 0) and g + 8 (r = 1).
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+        mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      }
+      mx = fmaxf(mx, WarpShflXor(mx, 1));
+      mx = fmaxf(mx, WarpShflXor(mx, 2));
+      const float m_new = fmaxf(m[r], mx);
+      const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[r] = FastExp2(m[r] - m_ref);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+        s[4 * j + 2 * r] = FastExp2(s[4 * j + 2 * r] - m_ref);
+        s[4 * j + 2 * r + 1] = FastExp2(s[4 * j + 2 * r + 1] - m_ref);
+        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+      }
+      l[r] = l[r] * alpha[r] + sum;
+      m[r] = m_new;
+    }
+    if constexpr (kOverlap) {
+      wgmma::WaitGroup<0>();  // O and pa are ours again
+      wgmma::FenceRegisters(o);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+        o[4 * n + 2 * r] *= alpha[r];
+        o[4 * n + 2 * r + 1] *= alpha[r];
+      }
+    }
+    // P packed like an mma.sync A fragment (16 keys per k-step); V is
+    // MN-major (dims contiguous), LBO = next 64-dim column block.
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      pa[kk][0] = mma::PackPair<kBf16>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = mma::PackPair<kBf16>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = mma::PackPair<kBf16>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = mma::PackPair<kBf16>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    if constexpr (kOverlap) {
+      v_prev = v_addr;
+    } else {
+      wgmma::FenceRegisters(o);
+      wgmma::Fence();
+      issue_pv(v_addr);
+      wgmma::WaitGroup<0>();
+      wgmma::FenceRegisters(o);
+    }
+  }
+  if constexpr (kOverlap) {
+    // The last tile's P V (a no-op product if this warpgroup had no tile;
+    // its rows are then past Le and never stored).
+    wgmma::FenceRegisters(o);
+    wgmma::Fence();
+    issue_pv(v_prev);
+    wgmma::WaitGroup<0>();
+    wgmma::FenceRegisters(o);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += WarpShflXor(l[r], 1);
+    l[r] += WarpShflXor(l[r], 2);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = warp_row0 + g + 8 * r;
+    if (row >= le) continue;
+    const int64_t orow =
+        static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) {
+      const uint32_t lo = FloatToElem<kBf16>(o[4 * n + 2 * r] * inv);
+      const uint32_t hi = FloatToElem<kBf16>(o[4 * n + 2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
+          lo | (hi << 16);
+    }
+    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(m[r], l[r]);
+  }
+#else
+  __trap();  // never launched: the host checks the binary's architecture
+#endif  // RADIXKV_HAS_WGMMA
+}
+
+// Warp-specialized wgmma kernel (FlashAttention-3's split): warpgroup 0 is
+// the producer (gathers K/V tiles through kv_indices with cp.async into
+// kWsStages stages and signals a `full` mbarrier per stage), warpgroups 1 and
+// 2 are consumers of 64 query rows each (BLOCK_M 128) that wait on `full`,
+// run S = Q K^T, the online softmax and P V on wgmma, and release the stage
+// on its `empty` mbarrier. No block-wide barrier after the Q load, so the
+// consumers drift apart and one's softmax overlaps the other's wgmma.
+// kWsLag: K/V tiles the producer keeps in flight beyond the one it is
+// publishing (it publishes tile i after issuing tile i + kWsLag); needs
+// kWsStages >= kWsLag + 1 so that it never waits for a stage the consumers
+// can only free after that publication (one more stage gives slack).
+inline constexpr int kWsStages = 4;
+inline constexpr int kWsLag = 2;
+static_assert(kWsStages >= kWsLag + 1, "producer lag vs stages");
+
+template <int D>
+constexpr size_t ExtendWgmmaWsSmemBytes() {
+  return static_cast<size_t>(128) * D * 2 +
+         kWsStages * 2 * static_cast<size_t>(kWgmmaKeys) * D * 2 +
+         2 * 2 * kWgmmaKeys * sizeof(int64_t) +
+         2 * kWsStages * sizeof(uint64_t) + 1024;
+}
+
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
+#if RADIXKV_HAS_WGMMA
+  constexpr int kN = kWgmmaKeys;
+  constexpr int kBlockM = 128;
+  constexpr int kStages = kWsStages;
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kSTiles = kN / 8;
+  constexpr int kOTiles = D / 8;
+  static_assert(D == 64 || D == 128, "wgmma path: head_dim 64 or 128");
+  const int32_t b = blockIdx.z;
+  const int32_t h = blockIdx.y;
+  const int32_t m_block = p.num_m_blocks - 1 - blockIdx.x;  // heavy first
+  const int32_t qo_start = p.qo_indptr[b];
+  const int32_t le = p.qo_indptr[b + 1] - qo_start;
+  const int32_t m0 = m_block * kBlockM;
+  if (m0 >= le) return;
+  const int64_t kv_start = p.kv_indptr[b];
+  const int32_t lp = static_cast<int32_t>(p.kv_indptr[b + 1] - kv_start);
+  const int32_t kvh = h / p.group;
+  const int32_t hkv = p.g.num_kv_heads;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wg = warp >> 2;
+
+  extern __shared__ float4 smem_f4[];
+  uint8_t* raw = reinterpret_cast<uint8_t*>(smem_f4);
+  raw += (1024 - (mma::SmemAddress(raw) & 1023)) & 1023;
+  uint16_t* q_tile = reinterpret_cast<uint16_t*>(raw);  // [kBlockM][D]
+  uint16_t* k_tiles = q_tile + kBlockM * D;             // [kStages][kN][D]
+  uint16_t* v_tiles = k_tiles + kStages * kN * D;       // [kStages][kN][D]
+  int64_t* bases =
+      reinterpret_cast<int64_t*>(v_tiles + kStages * kN * D);    // [2][2][kN]
+  uint64_t* full = reinterpret_cast<uint64_t*>(bases + 4 * kN);  // [kStages]
+  uint64_t* empty = full + kStages;                              // [kStages]
+
+  if (tid == 0) {
+    for (int st = 0; st < kStages; ++st) {
+      wgmma::MbarrierInit(&full[st], 128);   // every producer thread
+      wgmma::MbarrierInit(&empty[st], 256);  // every consumer thread
+    }
+  }
+  // Q rows [m0, m0 + 128), zero beyond Le, loaded by all 384 threads.
+  {
+    const int chunk = tid % kChunksPerRow;
+#pragma unroll
+    for (int r = tid / kChunksPerRow; r < kBlockM; r += 384 / kChunksPerRow) {
+      const bool valid = m0 + r < le;
+      const int64_t qi =
+          (static_cast<int64_t>(qo_start + m0 + r) * p.num_q_heads + h) * D +
+          chunk * 8;
+      mma::CpAsync16(q_tile + wgmma::TileOffset<kBlockM>(r, chunk),
+                     p.q + (valid ? qi : 0), valid);
+    }
+    mma::CpAsyncCommit();
+    mma::CpAsyncWait<0>();
+    wgmma::FenceProxyAsyncShared();
+  }
+  __syncthreads();  // Q and the barrier initialization are visible
+
+  const int32_t prefix_tiles = (lp + kN - 1) / kN;
+  const int32_t extend_end = le < m0 + kBlockM ? le : m0 + kBlockM;
+  const int32_t extend_tiles = (extend_end + kN - 1) / kN;
+  const int32_t num_tiles = prefix_tiles + extend_tiles;
+  constexpr uint32_t kTileBytes = kN * D * 2;
+
+  if (wg == 0) {
+    // ------------------------------------------------------------ producer
+    constexpr int kRowsPerPass = 128 / kChunksPerRow;
+    const int my_chunk = tid % kChunksPerRow;
+    const int my_row0 = tid / kChunksPerRow;
+    const int64_t k_delta =
+        p.g.KOffset(0, kvh, my_chunk * 8) - p.g.KOffset(0, kvh, 0);
+    const int64_t v_delta =
+        p.g.VOffset(0, kvh, my_chunk * 8) - p.g.VOffset(0, kvh, 0);
+    const bool v_strided = p.g.layout == KvLayout::kVllm;
+    const int64_t v_stride = p.g.VDimStride();
+    auto load_slot = [&](int32_t it) -> int64_t {
+      const int32_t key = it * kN + tid;
+      return (tid < kN && it < prefix_tiles && key < lp)
+                 ? p.kv_indices[kv_start + key]
+                 : int64_t{-1};
+    };
+    int64_t next_slot = load_slot(0);
+    for (int32_t it = 0; it < num_tiles; ++it) {
+      const int stage = it % kStages;
+      if (it >= kStages) {
+        wgmma::MbarrierWait(&empty[stage], ((it / kStages) - 1) & 1);
+      }
+      const bool prefix = it < prefix_tiles;
+      const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+      int64_t* bb = bases + (it & 1) * 2 * kN;
+      const int64_t slot = next_slot;
+      next_slot = load_slot(it + 1);
+      if (tid < kN) {
+        const int32_t key = key0 + tid;
+        int64_t kb = -1, vb = -1;
+        if (prefix && slot >= 0) {
+          kb = p.g.KOffset(slot, kvh, 0);
+          vb = p.g.VOffset(slot, kvh, 0);
+        } else if (!prefix && key < le) {
+          kb = vb = (static_cast<int64_t>(qo_start + key) * hkv + kvh) * D;
+        }
+        bb[tid] = kb;
+        bb[kN + tid] = vb;
+      }
+      wgmma::NamedBarrierSync<1, 128>();
+      uint16_t* ks = k_tiles + stage * kN * D;
+      uint16_t* vs = v_tiles + stage * kN * D;
+      const uint16_t* ksrc = prefix ? p.k_cache : p.k_ext;
+      const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
+      const int64_t kd = prefix ? k_delta : my_chunk * 8;
+      const int64_t vd = prefix ? v_delta : my_chunk * 8;
+#pragma unroll
+      for (int r = my_row0; r < kN; r += kRowsPerPass) {
+        const int64_t kb = bb[r];
+        const int64_t vb = bb[kN + r];
+        const int so = wgmma::TileOffset<kN>(r, my_chunk);
+        mma::CpAsync16(ks + so, ksrc + (kb >= 0 ? kb + kd : 0), kb >= 0);
+        if (!(prefix && v_strided)) {
+          mma::CpAsync16(vs + so, vsrc + (vb >= 0 ? vb + vd : 0), vb >= 0);
+        } else {
+          uint32_t wv[4] = {0, 0, 0, 0};
+          if (vb >= 0) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              wv[e / 2] |= static_cast<uint32_t>(vsrc[vb + vd + e * v_stride])
+                           << (16 * (e % 2));
+            }
+          }
+          *reinterpret_cast<uint4*>(vs + so) =
+              make_uint4(wv[0], wv[1], wv[2], wv[3]);
+        }
+      }
+      mma::CpAsyncCommit();
+      if (it >= kWsLag) {  // tile it - kWsLag has landed: publish it
+        mma::CpAsyncWait<kWsLag>();
+        wgmma::FenceProxyAsyncShared();
+        wgmma::MbarrierArrive(&full[(it - kWsLag) % kStages]);
+      }
+    }
+    mma::CpAsyncWait<0>();
+    wgmma::FenceProxyAsyncShared();
+    for (int32_t it = num_tiles > kWsLag ? num_tiles - kWsLag : 0;
+         it < num_tiles; ++it) {
+      wgmma::MbarrierArrive(&full[it % kStages]);
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------- consumers
+  const int cw = wg - 1;                           // consumer warpgroup 0 / 1
+  const int32_t warp_row0 = m0 + (warp - 4) * 16;  // first row of this warp
+  const int32_t wg_row0 = m0 + cw * 64;
+  const int32_t wg_tiles =
+      wg_row0 >= le ? 0
+                    : prefix_tiles + min(extend_tiles, (wg_row0 + 63) / kN + 1);
+  const uint32_t q_addr = mma::SmemAddress(q_tile) + cw * 64 * 128;
+  const uint32_t k_addr0 = mma::SmemAddress(k_tiles);
+  const uint32_t v_addr0 = mma::SmemAddress(v_tiles);
+  const int g = lane >> 2, t4 = lane & 3;
+
+  float o[kOTiles * 4];
+#pragma unroll
+  for (int i = 0; i < kOTiles * 4; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+
+  for (int32_t it = 0; it < wg_tiles; ++it) {
+    const int stage = it % kStages;
+    wgmma::MbarrierWait(&full[stage], (it / kStages) & 1);
+    const bool prefix = it < prefix_tiles;
+    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const uint32_t k_addr = k_addr0 + stage * kTileBytes;
+    const uint32_t v_addr = v_addr0 + stage * kTileBytes;
+
+    float s[kSTiles * 4];
+#pragma unroll
+    for (int i = 0; i < kSTiles * 4; ++i) s[i] = 0.0f;
+    wgmma::FenceRegisters(s);
+    wgmma::Fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t col = (kk & 3) * 32;  // 16 elements per k-step
+      const uint64_t da = wgmma::MakeDescriptor(
+          q_addr + (kk >> 2) * (kBlockM * 128) + col, 16, 1024);
+      const uint64_t db = wgmma::MakeDescriptor(
+          k_addr + (kk >> 2) * (kN * 128) + col, 16, 1024);
+      wgmma::MmaSS<kN, kBf16>(s, da, db, 1);
+    }
+    wgmma::CommitGroup();
+    wgmma::WaitGroup<0>();
+    wgmma::FenceRegisters(s);
+
+    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
+          const int32_t row = warp_row0 + g + 8 * (i >> 1);
+          const bool ok = prefix ? key < lp : key <= row;
+          s[4 * j + i] = ok ? s[4 * j + i] * p.scale_log2 : -INFINITY;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kSTiles * 4; ++i) s[i] *= p.scale_log2;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+        mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      }
+      mx = fmaxf(mx, WarpShflXor(mx, 1));
+      mx = fmaxf(mx, WarpShflXor(mx, 2));
+      const float m_new = fmaxf(m[r], mx);
+      const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = FastExp2(m[r] - m_ref);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+        s[4 * j + 2 * r] = FastExp2(s[4 * j + 2 * r] - m_ref);
+        s[4 * j + 2 * r + 1] = FastExp2(s[4 * j + 2 * r + 1] - m_ref);
+        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+      }
+      l[r] = l[r] * alpha + sum;
+      m[r] = m_new;
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+        o[4 * n + 2 * r] *= alpha;
+        o[4 * n + 2 * r + 1] *= alpha;
+      }
+    }
+    uint32_t pa[kN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      pa[kk][0] = mma::PackPair<kBf16>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = mma::PackPair<kBf16>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = mma::PackPair<kBf16>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = mma::PackPair<kBf16>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wgmma::FenceRegisters(o);
+    wgmma::Fence();
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      const uint64_t db = wgmma::MakeDescriptor(v_addr + kk * 16 * 128,
+                                                p.v_desc_lbo, p.v_desc_sbo);
+      wgmma::MmaRS<D, kBf16>(o, pa[kk], db, 1);
+    }
+    wgmma::CommitGroup();
+    wgmma::WaitGroup<0>();
+    wgmma::FenceRegisters(o);
+    wgmma::MbarrierArrive(&empty[stage]);
+  }
+  // Tiles past this warpgroup's diagonal: release them in order (waiting
+  // for `full` first keeps each arrival in the phase it belongs to).
+  for (int32_t it = wg_tiles; it < num_tiles; ++it) {
+    const int stage = it % kStages;
+    wgmma::MbarrierWait(&full[stage], (it / kStages) & 1);
+    wgmma::MbarrierArrive(&empty[stage]);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += WarpShflXor(l[r], 1);
+    l[r] += WarpShflXor(l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = warp_row0 + g + 8 * r;
+    if (row >= le) continue;
+    const int64_t orow =
+        static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) {
+      const uint32_t lo = FloatToElem<kBf16>(o[4 * n + 2 * r] * inv);
+      const uint32_t hi = FloatToElem<kBf16>(o[4 * n + 2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
+          lo | (hi << 16);
+    }
+    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(m[r], l[r]);
+  }
+#else
+  __trap();  // never launched: the host checks the binary's architecture
+#endif  // RADIXKV_HAS_WGMMA
+}
+
 #endif  // RADIXKV_GPU_NVIDIA
 
 template <typename Kernel>
@@ -392,6 +1050,109 @@ int LaunchExtendMma(ExtendParams p, const internal::ExtendLaunch& a,
                      dim3(kWarps * 32), smem, stream, p);
   return static_cast<int>(hipGetLastError());
 }
+
+// Tensor-core extend kernel family: "wgmma" (Hopper, default where usable)
+// or "mma" (mma.sync); RADIXKV_EXTEND_KERNEL=mma forces mma.sync (the device
+// test runs both; docs/kernel-notes.md).
+bool ExtendWgmmaAllowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("RADIXKV_EXTEND_KERNEL");
+    return env == nullptr || std::string_view(env) != "mma";
+  }();
+  return allowed;
+}
+
+// True if ExtendWgmmaKernel has a binary for compute capability >= 9.0 in
+// this build (sm_90a): the only binaries with a real body.
+template <typename Kernel>
+bool WgmmaBinaryPresent(Kernel kernel) {
+  cudaFuncAttributes attr;
+  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    cudaGetLastError();  // clear the (non-sticky) error
+    return false;
+  }
+  return attr.binaryVersion >= 90;
+}
+
+// wgmma kernel variant. Default: the warp-specialized kernel
+// (ExtendWgmmaWsKernel). RADIXKV_WGMMA_VARIANT=2wg|2wg-overlap|3wg selects a
+// block-synchronous kernel (ExtendWgmmaKernel: 2 or 3 warpgroups, with or
+// without the P V / softmax overlap) for benchmarking (docs/kernel-notes.md).
+enum class WgmmaVariant { kWarpSpecialized, kSync2, kSync2Overlap, kSync3 };
+
+WgmmaVariant ChosenWgmmaVariant() {
+  static const WgmmaVariant variant = [] {
+    const char* env = std::getenv("RADIXKV_WGMMA_VARIANT");
+    const std::string_view v = env == nullptr ? "" : env;
+    if (v == "2wg") return WgmmaVariant::kSync2;
+    if (v == "2wg-overlap") return WgmmaVariant::kSync2Overlap;
+    if (v == "3wg") return WgmmaVariant::kSync3;
+    return WgmmaVariant::kWarpSpecialized;
+  }();
+  return variant;
+}
+
+template <int D, int kWG, bool kOverlap, bool kBf16>
+int LaunchExtendWgmmaVariant(ExtendParams p, const internal::ExtendLaunch& a,
+                             hipStream_t stream) {
+  constexpr int kBlockM = 64 * kWG;
+  auto kernel = ExtendWgmmaKernel<D, kWG, kOverlap, kBf16>;
+  static const bool present = WgmmaBinaryPresent(kernel);
+  if (!present) return -1;
+  p.num_m_blocks = (a.max_extend_len + kBlockM - 1) / kBlockM;
+  // V is MN-major: LBO = next 64-dim column block, SBO = next 8 keys.
+  p.v_desc_lbo = kWgmmaKeys * 128;
+  p.v_desc_sbo = 1024;
+  if (const char* env = std::getenv("RADIXKV_WGMMA_VDESC_SWAP");
+      env != nullptr && std::atoi(env) == 1) {
+    p.v_desc_lbo = 1024;  // deliberately wrong: shows the test catches it
+    p.v_desc_sbo = kWgmmaKeys * 128;
+  }
+  const size_t smem = ExtendWgmmaSmemBytes<D, kWG, kOverlap>();
+  if (int err = SetSmemLimit(kernel, smem)) return err;
+  hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
+                     dim3(128 * kWG), smem, stream, p);
+  return static_cast<int>(hipGetLastError());
+}
+
+template <int D, bool kBf16>
+int LaunchExtendWgmmaWs(ExtendParams p, const internal::ExtendLaunch& a,
+                        hipStream_t stream) {
+  auto kernel = ExtendWgmmaWsKernel<D, kBf16>;
+  static const bool present = WgmmaBinaryPresent(kernel);
+  if (!present) return -1;
+  p.num_m_blocks = (a.max_extend_len + 127) / 128;
+  p.v_desc_lbo = kWgmmaKeys * 128;
+  p.v_desc_sbo = 1024;
+  const size_t smem = ExtendWgmmaWsSmemBytes<D>();
+  if (int err = SetSmemLimit(kernel, smem)) return err;
+  hipLaunchKernelGGL(kernel, dim3(p.num_m_blocks, a.num_q_heads, a.batch_size),
+                     dim3(384), smem, stream, p);
+  return static_cast<int>(hipGetLastError());
+}
+
+// Returns -1 (nothing launched) if the build has no sm_90a binary.
+template <int D, bool kBf16>
+int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
+                      hipStream_t stream) {
+  switch (ChosenWgmmaVariant()) {
+    case WgmmaVariant::kSync2Overlap:
+      return LaunchExtendWgmmaVariant<D, 2, true, kBf16>(p, a, stream);
+    case WgmmaVariant::kSync2:
+      if constexpr (D == 128) {
+        return LaunchExtendWgmmaVariant<D, 2, false, kBf16>(p, a, stream);
+      }
+      break;
+    case WgmmaVariant::kSync3:
+      if constexpr (D == 128) {
+        return LaunchExtendWgmmaVariant<D, 3, false, kBf16>(p, a, stream);
+      }
+      break;
+    case WgmmaVariant::kWarpSpecialized:
+      break;
+  }
+  return LaunchExtendWgmmaWs<D, kBf16>(p, a, stream);
+}
 #endif
 
 template <int D, bool kBf16>
@@ -399,6 +1160,12 @@ int LaunchExtendTyped(ExtendParams p, const internal::ExtendLaunch& a,
                       hipStream_t stream) {
 #if defined(RADIXKV_GPU_NVIDIA)
   if (a.path == internal::KernelPath::kMatrixCore) {
+    if constexpr (D == 64 || D == 128) {
+      if (ExtendWgmmaAllowed()) {
+        const int err = LaunchExtendWgmma<D, kBf16>(p, a, stream);
+        if (err != -1) return err;
+      }
+    }
     // 8 warps (BLOCK_M 128) for head_dim <= 128 unless RADIXKV_EXTEND_WARPS=4;
     // head_dim 256 always uses 4 (shared memory).
     if constexpr (D <= 128) {
@@ -439,6 +1206,8 @@ int LaunchExtend(const ExtendLaunch& a) {
   p.out = static_cast<uint16_t*>(a.out);
   p.lse = a.lse;
   p.num_m_blocks = 0;
+  p.v_desc_lbo = 0;
+  p.v_desc_sbo = 0;
   hipStream_t stream = static_cast<hipStream_t>(a.stream);
   const bool bf16 = a.dtype == DType::kBF16;
   switch (a.geometry.head_dim) {

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -304,7 +305,11 @@ void BenchExtend(int32_t batch, int32_t prefix, int32_t extend,
   const std::string shape = "B=" + std::to_string(batch) + " p" +
                             std::to_string(prefix) + "+e" +
                             std::to_string(extend);
-  Report("extend causal", shape, portable ? "portable" : "mma", ms,
+  // Tensor-core family: wgmma on sm_90a unless RADIXKV_EXTEND_KERNEL=mma.
+  const char* family = std::getenv("RADIXKV_EXTEND_KERNEL");
+  const bool mma_sync = family != nullptr && std::string(family) == "mma";
+  Report("extend causal", shape,
+         portable ? "portable" : (mma_sync ? "mma.sync" : "wgmma"), ms,
          flops / (ms * 1e-3) / 1e12, "TFLOP/s", gemm_tflops);
 }
 
