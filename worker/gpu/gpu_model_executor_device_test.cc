@@ -618,6 +618,70 @@ TEST(GpuExecutor, ServingPathSamplesOnTheDevice) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A small case for compute-sanitizer (racecheck instruments every shared
+// memory access and is far too slow for the tests above): on the 2-layer
+// bf16 checkpoint, with the tensor-core and the generic attention kernels,
+// a 2-sequence prefill and 3 decode steps (the second captures the graph,
+// the third replays it) through ForwardSample, one row greedy and one
+// sampled (temperature, top-k, top-p), plus the logits path once.
+TEST(GpuExecutor, SanitizerSmallCase) {
+  const char* dir = std::getenv("RADIXKV_TC_MODEL_DIR");
+  ASSERT_NE(dir, nullptr) << "set RADIXKV_TC_MODEL_DIR";
+  for (const bool tensor_cores : {true, false}) {
+    auto e = MakeGpu(dir, DType::kBF16, true, tensor_cores);
+    ASSERT_NE(e, nullptr);
+    const int32_t V = e->config().vocab_size;
+    const int lens[2] = {24, 17};
+    ForwardBatch prefill;
+    prefill.qo_indptr = {0};
+    prefill.kv_indptr = {0, 0, 0};
+    for (int s = 0; s < 2; ++s) {
+      for (int i = 0; i < lens[s]; ++i) {
+        prefill.input_ids.push_back(3 + (7 * i + 13 * s) % (V - 3));
+        prefill.positions.push_back(i);
+        prefill.out_cache_loc.push_back(s * 256 + i);
+      }
+      prefill.qo_indptr.push_back(
+          static_cast<int32_t>(prefill.input_ids.size()));
+    }
+    std::vector<SequenceSampling> sampling(2);
+    sampling[1].temperature = 0.8f;
+    sampling[1].top_k = 20;
+    sampling[1].top_p = 0.9f;
+    sampling[1].seed = 5;
+    std::vector<float> logits;
+    ASSERT_TRUE(e->Forward(prefill, &logits).ok());
+    std::vector<int32_t> tokens;
+    ASSERT_TRUE(e->ForwardSample(prefill, sampling, &tokens).ok());
+    ASSERT_EQ(tokens.size(), 2u);
+    EXPECT_EQ(tokens[0], ArgMax(absl::MakeConstSpan(logits.data(), V)));
+    for (int step = 0; step < 3; ++step) {
+      ForwardBatch d;
+      d.is_decode = true;
+      d.qo_indptr = {0, 1, 2};
+      d.kv_indptr = {0};
+      for (int s = 0; s < 2; ++s) {
+        const int pos = lens[s] + step;
+        d.input_ids.push_back(tokens[s]);
+        d.positions.push_back(pos);
+        d.out_cache_loc.push_back(s * 256 + pos);
+        for (int i = 0; i <= pos; ++i) d.kv_indices.push_back(s * 256 + i);
+        d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
+      }
+      sampling[1].step = step + 1;
+      ASSERT_TRUE(e->ForwardSample(d, sampling, &tokens).ok());
+      for (int32_t t : tokens) {
+        EXPECT_GE(t, 0);
+        EXPECT_LT(t, V);
+      }
+    }
+    std::printf("sanitizer small case (%s): %d graphs\n",
+                tensor_cores ? "tensor-core" : "generic", e->num_graphs());
+    EXPECT_EQ(e->num_graphs(), 1);
+    EXPECT_TRUE(e->last_step().graph_replayed);
+  }
+}
+
 // ------------------------------------------ tensor-core attention path
 
 TEST(GpuExecutor, TensorCoreAttentionMatchesGenericKernel) {
