@@ -870,6 +870,7 @@ class CacheServiceImpl::LeaseStreamReactor final
   // What to do after releasing mu_ (gRPC calls are made without it).
   struct Actions {
     pb::LeaseStreamResponse* write = nullptr;
+    bool buffer_hint = false;
     bool read = false;
     bool finish = false;
     grpc::Status finish_status;
@@ -952,6 +953,9 @@ class CacheServiceImpl::LeaseStreamReactor final
       pending_.pop_front();
       write_in_flight_ = true;
       a.write = &writing_->response;
+      // More responses ready behind it: let gRPC coalesce them into one
+      // flush (the next write follows as soon as this one is queued).
+      a.buffer_hint = !pending_.empty() && pending_.front()->ready;
     }
     if (!reading_ && !read_closed_ && pending_.size() < kMaxPendingPerStream) {
       reading_ = true;
@@ -966,7 +970,11 @@ class CacheServiceImpl::LeaseStreamReactor final
   }
 
   void Run(const Actions& a) {
-    if (a.write != nullptr) StartWrite(a.write);
+    if (a.write != nullptr) {
+      grpc::WriteOptions options;
+      if (a.buffer_hint) options.set_buffer_hint();
+      StartWrite(a.write, options);
+    }
     if (a.read) StartRead(&request_);
     if (a.finish) Finish(a.finish_status);
   }
