@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -67,6 +69,14 @@ bool WriteAll(int fd, const char* data, size_t size) {
   const bool ok = WriteAll(fd, header, kHeaderBytes) &&
                   WriteAll(fd, blob.data(), blob.size());
   _exit(ok ? 0 : 1);
+}
+
+// CPU time of the calling thread, ms.
+double ThreadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 +
+         static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 }  // namespace
@@ -148,6 +158,7 @@ absl::Status ForkedSnapshotter::Start(SerializeFn serialize) {
         absl::StrCat("pipe2 for a snapshot: ", std::strerror(errno)));
   }
   const SnapshotPoint point = journal_->snapshot_point();
+  const double cpu_before = ThreadCpuMs();
   const absl::Time before = absl::Now();
   const pid_t pid = fork();
   if (pid == 0) {
@@ -156,6 +167,7 @@ absl::Status ForkedSnapshotter::Start(SerializeFn serialize) {
              options_.child_delay_for_testing, fault);
   }
   const absl::Time after = absl::Now();
+  const double fork_cpu_ms = ThreadCpuMs() - cpu_before;
   close(fds[1]);
   if (pid < 0) {
     const int error = errno;
@@ -173,6 +185,8 @@ absl::Status ForkedSnapshotter::Start(SerializeFn serialize) {
   stats_.last_fork_ms = fork_ms;
   stats_.max_fork_ms = std::max(stats_.max_fork_ms, fork_ms);
   stats_.total_fork_ms += fork_ms;
+  stats_.max_fork_cpu_ms = std::max(stats_.max_fork_cpu_ms, fork_cpu_ms);
+  stats_.total_fork_cpu_ms += fork_cpu_ms;
   return absl::OkStatus();
 }
 

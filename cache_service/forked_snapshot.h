@@ -100,6 +100,10 @@ struct ForkedSnapshotStats {
   double last_fork_ms = 0;
   double max_fork_ms = 0;
   double total_fork_ms = 0;
+  // CPU time of the forking thread in fork() (the wall time above minus
+  // preemption: what the fork itself costs), ms.
+  double max_fork_cpu_ms = 0;
+  double total_fork_cpu_ms = 0;
   // Fork to commit in Redis of the last finished snapshot, ms.
   double last_duration_ms = 0;
   int64_t last_bytes = 0;
