@@ -19,6 +19,8 @@
 // sends them over CacheService.LeaseStream, one stream per channel, the
 // sessions of a channel pipelined on its stream (depth = concurrency /
 // channels operations in flight per stream).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -61,6 +63,9 @@ ABSL_FLAG(std::string, redis_server_binary, "/usr/bin/redis-server",
 ABSL_FLAG(std::string, transport, "unary",
           "unary: one RPC per Acquire/Commit; stream: CacheService.LeaseStream "
           "(one stream per channel, sessions pipelined on it).");
+ABSL_FLAG(bool, stream_buffer_hint, true,
+          "--transport=stream: write with gRPC's buffer hint while more "
+          "operations are queued on the stream (coalesced flushes).");
 ABSL_FLAG(int, concurrency, 32, "Concurrent client sessions (in flight).");
 ABSL_FLAG(int, channels, 4,
           "Client channels (TCP connections) the sessions are spread over.");
@@ -88,6 +93,14 @@ namespace pb = ::radixkv::v1;
 namespace cs = ::radixkv::cache_service;
 
 constexpr int32_t kVocab = 32000;
+
+// User + system CPU seconds of this process so far.
+double CpuSeconds() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 double Percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
@@ -145,18 +158,23 @@ class ClientLeaseStream final
 
   void OnWriteDone(bool ok) override {
     pb::LeaseStreamRequest* next = nullptr;
+    grpc::WriteOptions options;
     bool writes_done = false;
     {
       absl::MutexLock lock(&mu_);
       if (ok && !queue_.empty()) {
         next = queue_.front();
         queue_.pop_front();
+        // More queued behind it: coalesce (see --stream_buffer_hint).
+        if (!queue_.empty() && absl::GetFlag(FLAGS_stream_buffer_hint)) {
+          options.set_buffer_hint();
+        }
       } else {
         writing_ = false;
         writes_done = closing_;
       }
     }
-    if (next != nullptr) StartWrite(next);
+    if (next != nullptr) StartWrite(next, options);
     if (writes_done) StartWritesDone();
   }
 
@@ -218,6 +236,10 @@ class PairLoad {
     int64_t pairs = 0;
     double seconds = 0;
     int64_t errors = 0;
+    // Every completed pair, warm-up included, and the process CPU seconds
+    // (user + system, getrusage) they took: a contention-proof cost figure.
+    int64_t all_pairs = 0;
+    double cpu_seconds = 0;
     std::vector<double> pair_ms, acquire_ms, commit_ms;
   };
 
@@ -228,6 +250,7 @@ class PairLoad {
     end_ = measure_start_ + measure;
     max_pairs_ = max_pairs;
     running_.store(n);
+    const double cpu_start = CpuSeconds();
     const bool stream = absl::GetFlag(FLAGS_transport) == "stream";
     if (stream) {
       for (pb::CacheService::Stub* stub : stubs_) {
@@ -242,11 +265,14 @@ class PairLoad {
       StartPair(&sessions_[i]);
     }
     all_done_.WaitForNotification();
+    const double cpu = CpuSeconds() - cpu_start;
     for (auto& stream : streams_) {
       grpc::Status closed = stream->Close();
       if (!closed.ok()) spdlog::warn("stream: {}", closed.error_message());
     }
     absl::MutexLock lock(&mu_);
+    result_.all_pairs = all_pairs_.load();
+    result_.cpu_seconds = cpu;
     result_.seconds =
         absl::ToDoubleSeconds(std::min(last_finish_, end_) - measure_start_);
     return std::move(result_);
@@ -336,6 +362,7 @@ class PairLoad {
       Error(status);
     } else {
       const absl::Time now = absl::Now();
+      all_pairs_.fetch_add(1, std::memory_order_relaxed);
       if (s->pair_start >= measure_start_ && now <= end_) {
         absl::MutexLock lock(&mu_);
         ++result_.pairs;
@@ -367,6 +394,7 @@ class PairLoad {
   absl::Time measure_start_, end_;
   int64_t max_pairs_ = 0;
   std::atomic<int> running_{0};
+  std::atomic<int64_t> all_pairs_{0};
   absl::Notification all_done_;
   absl::Mutex mu_;
   Result result_ ABSL_GUARDED_BY(mu_);
@@ -401,6 +429,11 @@ void PrintRow(const std::string& mode, PairLoad::Result& r,
       Percentile(r.acquire_ms, 0.5), Percentile(r.acquire_ms, 0.99),
       Percentile(r.commit_ms, 0.5), Percentile(r.commit_ms, 0.99),
       static_cast<long long>(r.errors), batch.c_str());
+  if (r.all_pairs > 0) {
+    std::fprintf(stderr, "%s: process CPU %.1f us per pair (%lld pairs)\n",
+                 mode.c_str(), 1e6 * r.cpu_seconds / r.all_pairs,
+                 static_cast<long long>(r.all_pairs));
+  }
   std::fflush(stdout);
 }
 
@@ -612,6 +645,11 @@ int main(int argc, char** argv) {
   // Cheap fork() for the service's background snapshots, as in main.cc.
   radixkv::cache_service::ReexecWithHugePageMalloc(argv);
   absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock runs
+  // the debug deadlock detector (graph-cycle bookkeeping, ~3% of the
+  // service's CPU under lease traffic, docs/perf.md); release builds of
+  // Abseil skip it. Tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   spdlog::set_level(spdlog::level::warn);
   if (absl::GetFlag(FLAGS_shared_prefix_tokens) >=
           absl::GetFlag(FLAGS_prompt_tokens) ||
