@@ -149,6 +149,9 @@ class ForkedSnapshotter {
     SnapshotPoint point;
     absl::Time started;
     bool expire_staging = false;
+    // The stall of this snapshot: fork() wall and CPU time, ms.
+    double fork_ms = 0;
+    double fork_cpu_ms = 0;
   };
 
   void CollectorLoop();
