@@ -51,9 +51,10 @@ ABSL_FLAG(bool, process_metrics, false,
 ABSL_FLAG(int, num_workers, 2, "CPU workers.");
 ABSL_FLAG(int, worker_threads, 1, "--threads of each worker.");
 ABSL_FLAG(int64_t, kv_capacity_tokens, 3072,
-          "KV pool of each worker, tokens (0 = the worker's default). The "
-          "default puts the workload in the regime where placement matters: "
-          "two workers together hold the workloads' prefixes, one does not.");
+          "KV pool of each worker, tokens (0 = the worker's default). With "
+          "the runner's default shared-prefix (12 groups x 385 system "
+          "tokens) two pools hold every group's prefix, one does not: the "
+          "regime where placement matters (docs/perf.md).");
 ABSL_FLAG(std::string, policy, "cache_aware", "Router default policy.");
 ABSL_FLAG(std::string, worker_sched, "idle",
           "CPU scheduling class of the workers: idle (SCHED_IDLE: a waking "

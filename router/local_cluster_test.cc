@@ -1,0 +1,97 @@
+// ChildProcess CPU priorities: the scheduling class and nice value a child
+// runs with, read back from /proc/<pid>/stat.
+#include "router/local_cluster.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace radixkv::router {
+namespace {
+
+struct SchedState {
+  int nice = 0;
+  int policy = -1;
+};
+
+// Fields 19 (nice) and 41 (policy) of /proc/<pid>/stat (proc(5)); the
+// command name (field 2) is in parentheses and may contain spaces.
+SchedState ReadSchedState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string stat = buffer.str();
+  const std::vector<std::string> fields =
+      absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+  // fields[0] is field 3 (state).
+  SchedState s;
+  s.nice = std::stoi(fields.at(19 - 3));
+  s.policy = std::stoi(fields.at(41 - 3));
+  return s;
+}
+
+// Starts `sleep 30` with `priority` and returns its scheduling state.
+SchedState StartAndRead(ChildCpuPriority priority) {
+  auto child =
+      ChildProcess::Start("sleep", {"/usr/bin/sleep", "30"}, "", priority);
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return {};
+  // The child sets its class and nice value before exec; wait for the exec.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream comm(absl::StrCat("/proc/", (*child)->pid(), "/comm"));
+    std::string name;
+    std::getline(comm, name);
+    if (name == "sleep") break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  SchedState s = ReadSchedState((*child)->pid());
+  (*child)->Kill(9);
+  return s;
+}
+
+TEST(CpuSchedulingClassTest, ParsesNamesAndRejectsOthers) {
+  for (const char* name : {"normal", "batch", "idle"}) {
+    auto c = ParseCpuSchedulingClass(name);
+    ASSERT_TRUE(c.ok()) << name;
+    EXPECT_EQ(CpuSchedulingClassName(*c), name);
+  }
+  EXPECT_EQ(ParseCpuSchedulingClass("fifo").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseCpuSchedulingClass("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChildProcessTest, RunsWithTheRequestedSchedulingClassAndNice) {
+  const SchedState parent = ReadSchedState(getpid());
+  const SchedState normal = StartAndRead({});
+  EXPECT_EQ(normal.policy, parent.policy);
+  EXPECT_EQ(normal.nice, parent.nice);
+
+  const SchedState idle =
+      StartAndRead({.scheduling_class = CpuSchedulingClass::kIdle});
+  EXPECT_EQ(idle.policy, SCHED_IDLE);
+
+  const SchedState batch = StartAndRead(
+      {.nice_increment = 5, .scheduling_class = CpuSchedulingClass::kBatch});
+  EXPECT_EQ(batch.policy, SCHED_BATCH);
+  EXPECT_EQ(batch.nice, std::min(parent.nice + 5, 19));
+}
+
+TEST(ChildProcessTest, RejectsANegativeNiceIncrement) {
+  auto child = ChildProcess::Start("sleep", {"/usr/bin/sleep", "30"}, "",
+                                   {.nice_increment = -1});
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace radixkv::router
