@@ -642,8 +642,6 @@ int RunInProcess(const std::string& mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Cheap fork() for the service's background snapshots, as in main.cc.
-  radixkv::cache_service::ReexecWithHugePageMalloc(argv);
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock runs
   // the debug deadlock detector (graph-cycle bookkeeping, ~3% of the

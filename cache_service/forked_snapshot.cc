@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -80,27 +79,6 @@ double ThreadCpuMs() {
 }
 
 }  // namespace
-
-void ReexecWithHugePageMalloc(char** argv) {
-  const std::string kTunable = "glibc.malloc.hugetlb";
-  const char* opt_out = getenv("RADIXKV_MALLOC_HUGETLB");
-  if (opt_out != nullptr && std::string_view(opt_out) == "0") return;
-  const char* tunables = getenv("GLIBC_TUNABLES");
-  std::string value = tunables != nullptr ? tunables : "";
-  if (value.find(kTunable) != std::string::npos) return;
-  value = value.empty() ? absl::StrCat(kTunable, "=1")
-                        : absl::StrCat(value, ":", kTunable, "=1");
-  if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
-  // The resolved path, not /proc/self/exe: the process keeps its name.
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n > 0) {
-    path[n] = '\0';
-    execv(path, argv);
-  }
-  unsetenv("GLIBC_TUNABLES");  // exec failed: carry on as we are
-  if (tunables != nullptr) setenv("GLIBC_TUNABLES", tunables, 1);
-}
 
 ForkedSnapshotter::ForkedSnapshotter(RedisJournal* journal,
                                      ForkedSnapshotOptions options)

@@ -1,7 +1,8 @@
 // Background Redis snapshots of the cache service without stalling its RPCs
 // (Redis BGSAVE style): the state is captured by fork() while the caller
 // holds its state mutex, so the only stall is the fork itself (copying the
-// page tables: ~0.1 ms per 100 MB of resident memory, docs/perf.md); the
+// page tables and the ~500 mappings of the process: 0.4-1.2 ms of CPU at 1M
+// cached tokens, docs/perf.md); the
 // child serializes its copy-on-write view of the state and streams it to the
 // parent through a pipe, then _exit()s; a collector thread of the parent
 // reads it, waits for the child, and stores it with
@@ -51,22 +52,6 @@
 #include "cache_service/redis_journal.h"
 
 namespace radixkv::cache_service {
-
-// Makes glibc malloc back its heaps with transparent huge pages
-// (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, glibc >= 2.35; THP in "madvise"
-// mode is the Debian default), which is what keeps fork() cheap: the kernel
-// copies one page-table entry per 2 MiB instead of per 4 KiB. Measured on
-// the 2-core dev VM (docs/perf.md): fork of a 300 MB heap of small objects
-// 2.5-28 ms with 4 KiB pages, 0.13-0.3 ms with the tunable; copy-on-write
-// faults after fork copy 4 KiB either way (Linux >= 5.8 splits a shared
-// huge page on write). The tunable is only read at process start, so when
-// GLIBC_TUNABLES does not mention glibc.malloc.hugetlb this re-executes the
-// program (the binary /proc/self/exe points to, same argv and pid) with it
-// added. Call first
-// thing in main(), before any thread exists. Does nothing when
-// RADIXKV_MALLOC_HUGETLB=0 or when the exec fails (logs nothing: logging is
-// not set up yet; the process just runs with 4 KiB pages).
-void ReexecWithHugePageMalloc(char** argv);
 
 // Faults a test can inject into the next snapshots.
 enum class SnapshotFault {

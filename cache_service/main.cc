@@ -189,8 +189,6 @@ absl::StatusOr<std::unique_ptr<cs::RedisJournal>> OpenJournal(
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Cheap fork() for background snapshots (forked_snapshot.h).
-  cs::ReexecWithHugePageMalloc(argv);
   namespace process = radixkv::process;
   process::InitProcess(
       argc, argv,
