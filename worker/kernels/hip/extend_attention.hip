@@ -764,8 +764,8 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
 
   if (tid == 0) {
     for (int st = 0; st < kStages; ++st) {
-      wgmma::MbarrierInit(&full[st], 128);   // every producer thread
-      wgmma::MbarrierInit(&empty[st], 256);  // every consumer thread
+      wgmma::MbarrierInit(&full[st], 128);  // every producer thread
+      wgmma::MbarrierInit(&empty[st], 8);   // lane 0 of each consumer warp
     }
   }
   // Q rows [m0, m0 + 128), zero beyond Le, loaded by all 384 threads.
@@ -980,16 +980,16 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
       wgmma::MmaRS<D, kBf16>(o, pa[kk], db, 1);
     }
     wgmma::CommitGroup();
-    wgmma::WaitGroup<0>();
+    wgmma::WaitGroup<0>();  // warpgroup-wide: the stage is no longer read
     wgmma::FenceRegisters(o);
-    wgmma::MbarrierArrive(&empty[stage]);
+    if (lane == 0) wgmma::MbarrierArrive(&empty[stage]);
   }
   // Tiles past this warpgroup's diagonal: release them in order (waiting
   // for `full` first keeps each arrival in the phase it belongs to).
   for (int32_t it = wg_tiles; it < num_tiles; ++it) {
     const int stage = it % kStages;
     wgmma::MbarrierWait(&full[stage], (it / kStages) & 1);
-    wgmma::MbarrierArrive(&empty[stage]);
+    if (lane == 0) wgmma::MbarrierArrive(&empty[stage]);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
