@@ -430,12 +430,54 @@ class CrashTest : public ::testing::Test {
 
   // Acquire+Commit loops from several threads until the service dies; leases
   // whose Acquire was acknowledged and whose Commit was not yet sent are
-  // added to held_ (they must survive).
+  // added to held_ (they must survive). Thread 0 sends its operations over
+  // CacheService.LeaseStream (one stream per 50 pairs), the others as unary
+  // RPCs.
   void ChaosUntilKilled() {
     std::atomic<bool> stop{false};
     absl::Mutex mu;
     std::vector<std::thread> threads;
-    for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      std::mt19937_64 rng(seed_ + 100);
+      auto stub = pb::CacheService::NewStub(service_->channel());
+      while (!stop.load()) {
+        grpc::ClientContext ctx;
+        SetDeadline(&ctx);
+        auto stream = stub->LeaseStream(&ctx);
+        for (int k = 0; k < 50 && !stop.load(); ++k) {
+          pb::LeaseStreamRequest req;
+          req.set_request_id(2 * k);
+          pb::AcquireRequest* acquire = req.mutable_acquire();
+          const WorkerShape& w = kWorkers[rng() % 2];
+          acquire->set_worker_id(w.id);
+          acquire->set_epoch(1);
+          acquire->set_model("m");
+          std::vector<int32_t> prompt;
+          for (int i = 0; i < 20; ++i) prompt.push_back(i);
+          for (int i = 0; i < 10; ++i) prompt.push_back(rng() % 1000);
+          acquire->mutable_tokens()->Assign(prompt.begin(), prompt.end());
+          pb::LeaseStreamResponse resp;
+          if (!stream->Write(req) || !stream->Read(&resp)) break;
+          if (resp.status_code() != 0) continue;
+          const uint64_t lease = resp.acquire().lease_id();
+          if (rng() % 3 == 0) {  // keep it: must survive the crash
+            absl::MutexLock lock(&mu);
+            if (held_.size() >= 40) continue;
+            held_[lease] = {w.id, prompt, resp.acquire().kv_indices_size()};
+            continue;
+          }
+          pb::LeaseStreamRequest commit;
+          commit.set_request_id(2 * k + 1);
+          commit.mutable_commit()->set_lease_id(lease);
+          commit.mutable_commit()->mutable_tokens()->Assign(prompt.begin(),
+                                                            prompt.end());
+          if (!stream->Write(commit) || !stream->Read(&resp)) break;
+        }
+        ctx.TryCancel();
+        stream->Finish();
+      }
+    });
+    for (int t = 1; t < 3; ++t) {
       threads.emplace_back([&, t] {
         std::mt19937_64 rng(seed_ + t);
         auto channel = service_->channel();
