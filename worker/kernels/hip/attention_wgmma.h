@@ -1,5 +1,7 @@
 // Hopper warpgroup matrix multiply (wgmma.mma_async, sm_90a) building blocks
-// for the extend-attention kernel (extend_attention.hip, ExtendWgmmaKernel).
+// for the extend-attention kernels (extend_attention.hip: ExtendWgmmaWsKernel,
+// the default, and the block-synchronous ExtendWgmmaKernel), plus the
+// mbarrier and named-barrier helpers of the warp-specialized kernel.
 // NVIDIA only; the instruction bodies exist only in the sm_90a device pass
 // (RADIXKV_HAS_WGMMA). Every other pass (sm_80, the host pass, hipcc never
 // includes this file) sees __trap() stubs, and the host launcher selects the

@@ -16,8 +16,12 @@
 // Blocks are scheduled heaviest first (the last m-block of the longest
 // extend runs first) to shorten the causal tail.
 //
-// NVIDIA: tensor cores (attention_mma.h, mma.sync m16n8k16, bf16/fp16 in,
-// fp32 accumulate); 4 warps x 16 rows; K/V tiles double-buffered with
+// NVIDIA sm_90a, head_dim 64/128 (default): ExtendWgmmaWsKernel, Hopper
+// wgmma (attention_wgmma.h) with a producer warpgroup gathering K/V tiles and
+// two consumer warpgroups (FlashAttention-3's split); docs/kernel-notes.md.
+// NVIDIA otherwise (head_dim 256, sm_80 builds, RADIXKV_EXTEND_KERNEL=mma):
+// tensor cores (attention_mma.h, mma.sync m16n8k16, bf16/fp16 in,
+// fp32 accumulate); 8 (or 4) warps x 16 rows; K/V tiles double-buffered with
 // cp.async; per-key addresses computed once per tile by one thread per key
 // (KOffset(slot, head, 0)) plus a per-thread loop-invariant dim delta: the
 // k_delta / v_delta incremental addressing of seed 5.3.

@@ -17,9 +17,10 @@
 
 namespace radixkv::worker::gpu::internal {
 
-// Which implementation a launcher uses. kMatrixCore: NVIDIA mma.sync tensor
-// cores (sm_80+); kPortable: SIMT code that only relies on hip_compat.h (the
-// AMD path today, and a cross-check on NVIDIA).
+// Which implementation a launcher uses. kMatrixCore: NVIDIA tensor cores
+// (mma.sync, sm_80+; extend with head_dim 64/128 uses Hopper wgmma when the
+// build has an sm_90a binary); kPortable: SIMT code that only relies on
+// hip_compat.h (the AMD path today, and a cross-check on NVIDIA).
 enum class KernelPath : int { kMatrixCore = 0, kPortable = 1 };
 
 // True if this build has the matrix-core kernels (nvcc builds).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU-machine half of the kernel validation (docs/development.md "GPU runs"):
-# runs the float64-reference device test, compute-sanitizer memcheck and
+# runs the float64-reference device test (plus its extend cases on the
+# mma.sync kernel), compute-sanitizer memcheck and
 # racecheck on a small subset, and the benchmark, from binaries built by
 # build_gpu_binaries.sh on the CPU machine and carried over.
 #
@@ -27,6 +28,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 if [[ "${STEPS}" == *,test,* ]]; then
   timeout "${TEST_TIMEOUT:-240}" "${TEST}" ${TEST_ARGS:-} >"${LOG}/test.log" 2>&1
   rc[test]=$?
+  # The extend cases again on the mma.sync kernel (the tensor-core path runs
+  # the wgmma kernel on sm_90a by default).
+  RADIXKV_EXTEND_KERNEL=mma timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
+    --filter=extend >"${LOG}/test_mma.log" 2>&1
+  rc[test_mma]=$?
 fi
 if [[ "${STEPS}" == *,memcheck,* ]]; then
   timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
@@ -48,6 +54,10 @@ echo "== gpu"; cat "${LOG}/gpu.txt"
 if [[ -f "${LOG}/test.log" ]]; then
   echo "== test (failures + summary)"
   grep -E "FAIL|cases,|seed=" "${LOG}/test.log" | tail -40
+fi
+if [[ -f "${LOG}/test_mma.log" ]]; then
+  echo "== test, extend on mma.sync (failures + summary)"
+  grep -E "FAIL|cases,|seed=" "${LOG}/test_mma.log" | tail -20
 fi
 for t in memcheck racecheck; do
   [[ -f "${LOG}/${t}.log" ]] && { echo "== ${t}"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|cases," "${LOG}/${t}.log" | tail -4; }
