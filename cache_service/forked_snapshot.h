@@ -32,9 +32,10 @@
 // truncated stream, timeout, Redis errors, a journal failure since the
 // fork) drop that snapshot: nothing is trimmed, the journal keeps every
 // record, and the next due snapshot tries again. The destructor (SIGTERM
-// path) SIGKILLs a running child and joins the collector thread, so the
-// process exits promptly with Redis holding the previous snapshot + the
-// full journal.
+// path) gives a snapshot in flight up to shutdown_grace (2 s) to commit,
+// then SIGKILLs its child and joins the collector thread, so the process
+// exits promptly with Redis holding the previous snapshot + the full
+// journal.
 #ifndef RADIXKV_CACHE_SERVICE_FORKED_SNAPSHOT_H_
 #define RADIXKV_CACHE_SERVICE_FORKED_SNAPSHOT_H_
 
@@ -66,6 +67,8 @@ enum class SnapshotFault {
 struct ForkedSnapshotOptions {
   // A snapshot whose child has not delivered its blob by then is killed.
   absl::Duration timeout = absl::Seconds(120);
+  // How long the destructor (shutdown) lets a snapshot in flight finish.
+  absl::Duration shutdown_grace = absl::Seconds(2);
   // Nice increment of the child (it competes with RPC threads for cores).
   int child_nice = 10;
   // Testing: the child sleeps this long before serializing (keeps a
@@ -106,7 +109,8 @@ class ForkedSnapshotter {
 
   // `journal` must outlive this object.
   ForkedSnapshotter(RedisJournal* journal, ForkedSnapshotOptions options);
-  // SIGKILLs a running child (its snapshot is dropped) and joins.
+  // Waits up to options.shutdown_grace for a snapshot in flight, then
+  // SIGKILLs its child (the snapshot is dropped) and joins.
   ~ForkedSnapshotter();
   ForkedSnapshotter(const ForkedSnapshotter&) = delete;
   ForkedSnapshotter& operator=(const ForkedSnapshotter&) = delete;
