@@ -1468,7 +1468,10 @@ TEST(CacheServiceRedisTest, StreamAcknowledgedOpsSurviveARestart) {
   std::string dump;
   std::vector<uint64_t> held;
   {
-    ServiceHarness h(OpenJournal((*redis)->port()), 50);
+    std::unique_ptr<RedisJournal> journal = OpenJournal((*redis)->port());
+    ASSERT_NE(journal, nullptr);
+    ASSERT_TRUE(journal->Wipe().ok());  // fresh also under --gtest_repeat
+    ServiceHarness h(std::move(journal), 50);
     ASSERT_TRUE(h.ok());
     ASSERT_TRUE(h.Register("w0", 1 << 16, 16, 1).ok());
     // Pipelined Acquires and Commits (many journal entries in flight).
