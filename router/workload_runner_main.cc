@@ -139,8 +139,9 @@ std::string Checks(const std::vector<router::RunResult>& runs) {
     absl::StrAppend(
         &out,
         absl::StrFormat("  hit rate cache_aware %.1f%% vs round_robin %.1f%% "
-                        "(target >= 2x) %s\n",
+                        "= %.2fx (target >= 2x) %s\n",
                         100 * on->hit_rate, 100 * rr->hit_rate,
+                        rr->hit_rate > 0 ? on->hit_rate / rr->hit_rate : 0.0,
                         on->hit_rate >= 2 * rr->hit_rate ? "PASS" : "MISS"));
   }
   if (on != nullptr && on->routing_p99_ms >= 0) {

@@ -39,7 +39,14 @@ class MainJobTest(unittest.TestCase):
         out = run.stdout
         for expected in ("grpc.health.v1 SERVING", "shared-prefix:",
                          "multi-turn:", "document-qa:", "prefix hit rate",
-                         "TTFT ms p50/p90/p99", "all processes stopped"):
+                         "TTFT ms p50/p90/p99", "all processes stopped",
+                         # Workers run SCHED_IDLE by default so that the
+                         # router and cache service win the shared cores.
+                         "CPU scheduling idle (nice +0)",
+                         # Prompts far below the 3,072-token pools: no
+                         # running request loses its KV.
+                         "worker preemptions (running requests whose KV was "
+                         "given back for memory, all runs): 0"):
             self.assertIn(expected, out)
         with open(os.path.join(tmp, "run", "report.txt")) as f:
             self.assertIn("multi-turn:", f.read())
