@@ -7,6 +7,12 @@
 // it shared, every other RPC exclusively. Handlers use gRPC's callback API,
 // so an RPC waiting for its journal write holds no thread.
 //
+// LeaseStream carries Acquire/Grow/Fork/Commit/Release over one
+// bidirectional stream: each operation runs through the same RunMutation as
+// its unary RPC (same validation, status, journal-before-ack and per-RPC
+// metrics), operations are applied in arrival order and answered in request
+// order; at most 1,024 unsent responses per stream (reading pauses beyond).
+//
 // Write-ahead rule (Redis mode): a state-changing RPC is applied to the
 // CacheState under the mutex and its journal entry (RPC kind, the time used,
 // the serialized request) is queued in the same critical section, so the

@@ -1398,6 +1398,62 @@ TEST(LeaseStreamTest, ManyOutstandingOpsOnOneStreamAnswerInOrder) {
   ExpectManyOutstandingOps(h);
 }
 
+// Several streams and unary calls at once (the service mutex, the journal
+// order and each stream's response order under concurrency).
+TEST(LeaseStreamTest, ConcurrentStreamsAndUnaryCallsKeepTheInvariants) {
+  ServiceHarness h;
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h.Register("w0", 1 << 16, 16, 1).ok());
+  constexpr int kStreams = 4;
+  constexpr int kOps = 400;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kStreams; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<pb::LeaseStreamRequest> acquires;
+      for (int i = 0; i < kOps; ++i) {
+        acquires.push_back(AcquireOp("w0", 1, {t, i % 3, 100 + i}, 1));
+        acquires.back().set_request_id(i);
+      }
+      std::vector<pb::LeaseStreamResponse> acquired =
+          Pipeline(h.stub(), acquires);
+      std::vector<pb::LeaseStreamRequest> ends;
+      for (int i = 0; i < kOps; ++i) {
+        if (i >= static_cast<int>(acquired.size()) ||
+            acquired[i].request_id() != static_cast<uint64_t>(i) ||
+            acquired[i].status_code() != 0) {
+          failures.fetch_add(1);
+          continue;
+        }
+        const uint64_t lease = acquired[i].acquire().lease_id();
+        ends.push_back(i % 2 ? ReleaseOp(lease)
+                             : CommitOp(lease, {t, i % 3, 100 + i, 5}));
+        ends.back().set_request_id(i);
+      }
+      for (const pb::LeaseStreamResponse& r : Pipeline(h.stub(), ends)) {
+        if (r.status_code() != 0) failures.fetch_add(1);
+      }
+    });
+  }
+  threads.emplace_back([&] {  // unary traffic on the same worker meanwhile
+    for (int i = 0; i < 100; ++i) {
+      pb::AcquireResponse a;
+      if (!h.Acquire("w0", 1, {9, 9, i}, &a).ok() ||
+          !h.Commit(a.lease_id(), {9, 9, i}).ok()) {
+        failures.fetch_add(1);
+      }
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(h.Stats().active_leases(), 0);
+  ExpectSlotsAddUp(h.Stats());
+  ASSERT_TRUE(h.service().CheckInvariantsForTest().ok());
+  EXPECT_NE(h.Scrape().find("radixkv_cache_rpc_total{code=\"OK\",rpc="
+                            "\"Acquire\"} 1700"),
+            std::string::npos);
+}
+
 TEST(LeaseStreamTest, ClientCancelLeavesAcknowledgedLeasesUntilTheirTtl) {
   ServiceHarness h;
   ASSERT_TRUE(h.ok());
