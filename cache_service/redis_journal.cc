@@ -527,8 +527,8 @@ absl::Status RedisJournal::WriteBatchLocked(
     attempted_ids->push_back(item.payload.substr(0, kJournalRecordIdBytes));
   }
   // One pipeline: each run of entries is one append script, each snapshot one
-  // snapshot script. Both check the owner token first (fencing) and run
-  // atomically in Redis.
+  // snapshot script, each background snapshot one commit script. All check
+  // the owner token first (fencing) and run atomically in Redis.
   int64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
