@@ -91,6 +91,10 @@ struct SequenceSampling {
   Sampler* host_sampler = nullptr;
 };
 
+// token_ids value of a ForwardSample row that needed a token but could not be
+// sampled (its logits are not finite): the scheduler fails that request alone.
+inline constexpr int32_t kSamplingFailedToken = -2;
+
 // A backend that owns model weights and a paged KV pool and runs forwards.
 // Not thread-safe: one Forward at a time (the scheduler's step loop).
 class ModelExecutor {
@@ -111,14 +115,15 @@ class ModelExecutor {
 
   // Runs one step and samples the next token of every sequence:
   // `token_ids` is resized to B (sampling.size() must be B; -1 for rows with
-  // needs_token == false). batch.return_all_logits must be false. Only the
-  // token ids need to leave a device backend (no B x vocab logits copy).
-  // The default implementation runs Forward and samples each row on the host
-  // (SequenceSampling::host_sampler); device backends override it.
-  // Errors: those of Forward; INVALID_ARGUMENT for a sampling size other
-  // than B, return_all_logits, or invalid sampling values (temperature < 0
-  // or not finite, top_k < 0, top_p outside (0, 1]); INTERNAL when the
-  // logits hold NaN.
+  // needs_token == false, and kSamplingFailedToken for a row that needs a
+  // token but whose logits cannot be sampled, e.g. all NaN: only that
+  // sequence fails, the rest of the batch goes on). batch.return_all_logits
+  // must be false. Only the token ids need to leave a device backend (no B x
+  // vocab logits copy). The default implementation runs Forward and samples
+  // each row on the host (SequenceSampling::host_sampler); device backends
+  // override it. Errors: those of Forward; INVALID_ARGUMENT for a sampling size
+  // other than B, return_all_logits, or invalid sampling values (temperature <
+  // 0 or not finite, top_k < 0, top_p outside (0, 1]).
   virtual absl::Status ForwardSample(
       const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
       std::vector<int32_t>* token_ids);

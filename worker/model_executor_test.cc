@@ -5,6 +5,7 @@
 #include "worker/model_executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -166,6 +167,31 @@ TEST(ModelExecutorForwardSampleTest, BadArgumentsRunNoForward) {
   e.FailNextForward();
   EXPECT_EQ(e.ForwardSample(TwoPrompts(), two, &tokens).code(),
             absl::StatusCode::kInternal);
+}
+
+// A row whose logits are NaN cannot be sampled: that row alone reports
+// kSamplingFailedToken, the other row gets its token and the call succeeds.
+TEST(ModelExecutorForwardSampleTest, NonFiniteRowFailsAlone) {
+  class NanRow : public FakeModelExecutor {
+   public:
+    using FakeModelExecutor::FakeModelExecutor;
+    absl::Status Forward(const ForwardBatch& batch,
+                         std::vector<float>* logits) override {
+      absl::Status st = FakeModelExecutor::Forward(batch, logits);
+      std::fill(logits->begin() + 64, logits->begin() + 128, std::nanf(""));
+      return st;
+    }
+  };
+  NanRow e(64, 1);
+  std::vector<SequenceSampling> s(2);
+  s[1].temperature = 1.0f;  // the random path rejects NaN too
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(e.ForwardSample(TwoPrompts(), s, &tokens).ok());
+  EXPECT_EQ(tokens, (std::vector<int32_t>{e.NextToken({5, 6, 7}),
+                                          kSamplingFailedToken}));
+  s[1].temperature = 0.0f;
+  ASSERT_TRUE(e.ForwardSample(TwoPrompts(), s, &tokens).ok());
+  EXPECT_EQ(tokens[1], kSamplingFailedToken);
 }
 
 }  // namespace

@@ -1139,7 +1139,8 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
   }
   for (size_t i = 0; forward.ok() && i < entries.size(); ++i) {
     const int32_t t = token_ids[i];
-    if (sampling[i].needs_token && (t < 0 || t >= vocab_size_)) {
+    if (sampling[i].needs_token && t != kSamplingFailedToken &&
+        (t < 0 || t >= vocab_size_)) {
       forward = absl::InternalError(absl::StrCat("executor sampled token ", t,
                                                  " outside the vocabulary of ",
                                                  vocab_size_));
@@ -1158,6 +1159,7 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
   int64_t decode_tokens = 0;
   std::vector<std::pair<Sequence*, v1::FinishReason>> finished;
   std::vector<std::pair<Sequence*, GenerateEvent>> events;
+  std::vector<Sequence*> failed;
   const absl::Time now = absl::Now();
   for (size_t i = 0; i < entries.size(); ++i) {
     Sequence& seq = *entries[i].seq;
@@ -1165,6 +1167,14 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     seq.num_computed += entries[i].chunk;
     if (!sampling[i].needs_token) continue;
     const int32_t token = token_ids[i];
+    if (token == kSamplingFailedToken) {
+      // One sequence's logits went non-finite: fail it alone.
+      Fail(&seq, absl::InternalError(
+                     "sampling failed: the logits of this sequence are not "
+                     "finite"));
+      failed.push_back(&seq);
+      continue;
+    }
     seq.tokens.push_back(token);
     ++seq.num_generated;
     ++decode_tokens;
@@ -1235,6 +1245,7 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     }
     events.emplace_back(&seq, std::move(event));
   }
+  for (Sequence* seq : failed) RemoveRunning(seq);
   // Counters first, so that a client reading GetStats right after its last
   // token sees this step.
   {

@@ -244,6 +244,52 @@ TEST_F(SchedulerTest, TokensComeFromTheExecutorsForwardSample) {
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{40, 41, 42, 43, 44}));
 }
 
+// A sequence whose logits cannot be sampled fails alone with INTERNAL; the
+// other request of the same batches finishes and no lease is left behind.
+TEST_F(SchedulerTest, UnsampleableSequenceFailsAlone) {
+  class FailsSeed7 : public FakeModelExecutor {
+   public:
+    using FakeModelExecutor::FakeModelExecutor;
+    absl::Status ForwardSample(const ForwardBatch& batch,
+                               absl::Span<const SequenceSampling> sampling,
+                               std::vector<int32_t>* token_ids) override {
+      absl::Status st =
+          FakeModelExecutor::ForwardSample(batch, sampling, token_ids);
+      for (size_t b = 0; st.ok() && b < sampling.size(); ++b) {
+        if (sampling[b].needs_token && sampling[b].seed == 7 &&
+            sampling[b].step == 2) {
+          (*token_ids)[b] = kSamplingFailedToken;
+        }
+      }
+      return st;
+    }
+  };
+  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
+  executor_ = std::make_unique<FailsSeed7>(256, 1);
+  SchedulerOptions options;
+  options.start_thread = false;
+  options.heartbeat_interval = absl::Hours(1);
+  auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
+                                     nullptr, nullptr);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  scheduler_ = std::move(*scheduler);
+  v1::GenerateRequest bad = Request("bad", RandomPrompt(9), 6);
+  bad.mutable_sampling()->set_seed(7);
+  v1::GenerateRequest good = Request("good", RandomPrompt(11), 6);
+  good.mutable_sampling()->set_seed(8);
+  auto bad_stream = Submit(bad);
+  auto good_stream = Submit(good);
+  RunUntilIdle();
+  Result b = Collect(*bad_stream);
+  Result g = Collect(*good_stream);
+  EXPECT_EQ(b.status.code(), absl::StatusCode::kInternal) << b.status;
+  EXPECT_NE(b.status.message().find("not finite"), std::string::npos);
+  EXPECT_EQ(b.tokens.size(), 2u);  // steps 0 and 1 were streamed
+  ASSERT_TRUE(g.status.ok()) << g.status;
+  EXPECT_EQ(g.tokens.size(), 6u);
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
 TEST_F(SchedulerTest, ChunkedPrefillRespectsTokenBudget) {
   SchedulerOptions options;
   options.max_prefill_tokens = 16;
