@@ -128,19 +128,34 @@ class ClientLeaseStream final
   // serialized when its write starts). `done` runs on a gRPC thread.
   void Send(pb::LeaseStreamRequest* request, Callback done) {
     bool start = false;
+    bool ended = false;
     {
       absl::MutexLock lock(&mu_);
-      request->set_request_id(next_id_++);
-      callbacks_.push_back(std::move(done));
-      queue_.push_back(request);
-      if (!writing_) {
-        writing_ = true;
-        start = true;
-        request = queue_.front();
-        queue_.pop_front();
+      ended = broken_;
+      if (!ended) {
+        request->set_request_id(next_id_++);
+        callbacks_.push_back(std::move(done));
+        queue_.push_back(request);
+        if (!writing_) {
+          writing_ = true;
+          start = true;
+          request = queue_.front();
+          queue_.pop_front();
+        }
       }
     }
+    if (ended) {  // the stream ended: fail at once
+      pb::LeaseStreamResponse failed = Failed();
+      done(failed);
+      return;
+    }
     if (start) StartWrite(request);
+  }
+
+  // True once the stream ended (server gone, cancelled): sessions stop.
+  bool broken() {
+    absl::MutexLock lock(&mu_);
+    return broken_;
   }
 
   // Half-closes once nothing is queued, then waits for the stream's end.
@@ -149,7 +164,7 @@ class ClientLeaseStream final
     {
       absl::MutexLock lock(&mu_);
       closing_ = true;
-      if (!writing_) now = true;
+      if (!writing_ && !broken_) now = true;
     }
     if (now) StartWritesDone();
     done_.WaitForNotification();
@@ -171,7 +186,7 @@ class ClientLeaseStream final
         }
       } else {
         writing_ = false;
-        writes_done = closing_;
+        writes_done = ok && closing_ && !broken_;
       }
     }
     if (next != nullptr) StartWrite(next, options);
@@ -179,7 +194,20 @@ class ClientLeaseStream final
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;
+    if (!ok) {  // the stream ended: fail what is outstanding
+      std::deque<Callback> outstanding;
+      {
+        absl::MutexLock lock(&mu_);
+        broken_ = true;
+        outstanding.swap(callbacks_);
+        queue_.clear();
+      }
+      for (Callback& done : outstanding) {
+        pb::LeaseStreamResponse failed = Failed();
+        done(failed);
+      }
+      return;
+    }
     Callback done;
     {
       absl::MutexLock lock(&mu_);
@@ -188,6 +216,13 @@ class ClientLeaseStream final
     }
     done(response_);
     StartRead(&response_);
+  }
+
+  static pb::LeaseStreamResponse Failed() {
+    pb::LeaseStreamResponse r;
+    r.set_status_code(static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
+    r.set_status_message("lease stream ended");
+    return r;
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -204,6 +239,7 @@ class ClientLeaseStream final
   std::deque<pb::LeaseStreamRequest*> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_;
   absl::Notification done_;
 };
@@ -302,6 +338,7 @@ class PairLoad {
       absl::MutexLock lock(&mu_);
       stop = stop || result_.pairs >= max_pairs_;
     }
+    if (s->stream != nullptr && s->stream->broken()) stop = true;
     if (stop) {
       if (running_.fetch_sub(1) == 1) all_done_.Notify();
       return;
