@@ -797,9 +797,59 @@ class CacheServiceImpl::LeaseStreamReactor final
  public:
   static constexpr size_t kMaxPendingPerStream = 1024;
 
+  static grpc::Status ShuttingDown() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the cache service is shutting down; operations of "
+                        "this stream without a response were not applied");
+  }
+
   explicit LeaseStreamReactor(CacheServiceImpl* service) : service_(service) {
-    reading_ = true;
+    bool draining;
+    {
+      absl::MutexLock lock(&service_->streams_mu_);
+      service_->streams_.insert(this);
+      draining = service_->draining_streams_;
+    }
+    if (draining) {
+      {
+        absl::MutexLock lock(&mu_);
+        draining_ = true;
+        finished_ = true;
+      }
+      Finish(ShuttingDown());
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = true;
+    }
     StartRead(&request_);
+  }
+
+  ~LeaseStreamReactor() override {
+    absl::MutexLock lock(&service_->streams_mu_);
+    service_->streams_.erase(this);
+  }
+
+  // Keeps the reactor alive for a DrainAndUnref() (called under the
+  // service's streams_mu_); false when it is already being destroyed.
+  bool TryRef() {
+    absl::MutexLock lock(&mu_);
+    if (refs_ == 0) return false;
+    ++refs_;
+    return true;
+  }
+
+  // See CacheServiceImpl::DrainLeaseStreams; drops TryRef's reference.
+  void DrainAndUnref() {
+    Actions actions;
+    {
+      absl::MutexLock lock(&mu_);
+      draining_ = true;
+      actions = NextActionsLocked();
+    }
+    Run(actions);
+    Unref();
   }
 
   void OnReadDone(bool ok) override {
@@ -816,16 +866,22 @@ class CacheServiceImpl::LeaseStreamReactor final
     }
     // reading_ stays true until Dispatch is done with request_, so no other
     // thread starts the next read into it meanwhile.
-    Pending* pending;
+    Pending* pending = nullptr;
+    Actions stop_actions;
     {
       absl::MutexLock lock(&mu_);
-      if (broken_) {  // cancelled: apply nothing more
+      if (broken_ || draining_) {  // apply nothing more
         reading_ = false;
-        return;
+        stop_actions = NextActionsLocked();
+      } else {
+        pending_.push_back(std::make_unique<Pending>());
+        pending = pending_.back().get();
+        ++refs_;
       }
-      pending_.push_back(std::make_unique<Pending>());
-      pending = pending_.back().get();
-      ++refs_;
+    }
+    if (pending == nullptr) {
+      Run(stop_actions);
+      return;
     }
     pending->response.set_request_id(request_.request_id());
     Dispatch(pending);
@@ -957,14 +1013,17 @@ class CacheServiceImpl::LeaseStreamReactor final
       // flush (the next write follows as soon as this one is queued).
       a.buffer_hint = !pending_.empty() && pending_.front()->ready;
     }
-    if (!reading_ && !read_closed_ && pending_.size() < kMaxPendingPerStream) {
+    if (!reading_ && !read_closed_ && !draining_ &&
+        pending_.size() < kMaxPendingPerStream) {
       reading_ = true;
       a.read = true;
     }
-    if (read_closed_ && pending_.empty() && !write_in_flight_) {
+    if ((read_closed_ || draining_) && pending_.empty() && !write_in_flight_) {
+      // A read still pending when draining completes with ok=false after
+      // Finish; a message it got is not applied.
       finished_ = true;
       a.finish = true;
-      a.finish_status = grpc::Status::OK;
+      a.finish_status = read_closed_ ? grpc::Status::OK : ShuttingDown();
     }
     return a;
   }
@@ -1001,8 +1060,23 @@ class CacheServiceImpl::LeaseStreamReactor final
   bool read_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+void CacheServiceImpl::DrainLeaseStreams() {
+  std::vector<LeaseStreamReactor*> live;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    draining_streams_ = true;
+    for (LeaseStreamReactor* stream : streams_) {
+      if (stream->TryRef()) live.push_back(stream);
+    }
+  }
+  // Without streams_mu_: a last Unref deletes the reactor, whose destructor
+  // takes it.
+  for (LeaseStreamReactor* stream : live) stream->DrainAndUnref();
+}
 
 grpc::ServerBidiReactor<pb::LeaseStreamRequest, pb::LeaseStreamResponse>*
 CacheServiceImpl::LeaseStream(grpc::CallbackServerContext* /*context*/) {

@@ -60,6 +60,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -165,6 +166,13 @@ class CacheServiceImpl final
   // One sweep now: expire leases, drop dead workers (journaled), repair a
   // failed journal, refresh metrics. Returns the number of leases expired.
   int SweepOnce();
+
+  // Graceful end of every LeaseStream (call before the gRPC server's
+  // Shutdown): each open stream stops applying new operations, sends the
+  // responses of those applied, then ends with UNAVAILABLE; new streams end
+  // at once. Without it, server shutdown cancels open streams after its
+  // drain grace. Idempotent; any thread.
+  void DrainLeaseStreams();
 
   // Canonical dump and invariant check of the current state (tests).
   std::string CanonicalDumpForTest();
@@ -324,6 +332,12 @@ class CacheServiceImpl final
 
   absl::Notification stop_sweep_;
   std::thread sweep_thread_;
+
+  // Open LeaseStreams (for DrainLeaseStreams); reactors add and remove
+  // themselves.
+  absl::Mutex streams_mu_;
+  std::set<LeaseStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool draining_streams_ ABSL_GUARDED_BY(streams_mu_) = false;
 };
 
 }  // namespace radixkv::cache_service

@@ -1518,6 +1518,51 @@ TEST(LeaseStreamTest, ServerShutdownWithOpenStreamsEndsThem) {
   EXPECT_FALSE(stream->Finish().ok());
 }
 
+// DrainLeaseStreams (SIGTERM): every response sent was applied, nothing
+// without a response was, the stream ends UNAVAILABLE, new streams are
+// refused, unary calls still work.
+TEST(LeaseStreamTest, DrainEndsStreamsAfterTheirAppliedResponses) {
+  ServiceHarness h;
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(h.Register("w0", 1 << 16, 1, 1).ok());
+  grpc::ClientContext ctx;
+  auto stream = h.stub().LeaseStream(&ctx);
+  constexpr int kOps = 2000;
+  int answered = 0;
+  std::thread reader([&] {
+    pb::LeaseStreamResponse r;
+    while (stream->Read(&r)) {
+      EXPECT_EQ(r.request_id(), static_cast<uint64_t>(answered));
+      EXPECT_EQ(r.status_code(), 0) << r.status_message();
+      ++answered;
+    }
+  });
+  for (int i = 0; i < kOps; ++i) {
+    pb::LeaseStreamRequest req = AcquireOp("w0", 1, {i % 10, 20 + i % 900});
+    req.set_request_id(i);
+    if (!stream->Write(req)) break;
+    if (i == kOps / 4) h.service().DrainLeaseStreams();
+  }
+  reader.join();
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find("shutting down"), std::string::npos);
+  EXPECT_LT(answered, kOps);
+  EXPECT_EQ(h.Stats().active_leases(), answered);
+  ExpectSlotsAddUp(h.Stats());
+  {
+    grpc::ClientContext late_ctx;
+    auto late = h.stub().LeaseStream(&late_ctx);
+    late->Write(AcquireOp("w0", 1, {1, 2}));
+    pb::LeaseStreamResponse r;
+    EXPECT_FALSE(late->Read(&r));
+    EXPECT_EQ(late->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  EXPECT_EQ(h.Stats().active_leases(), answered);
+  pb::AcquireResponse a;
+  EXPECT_TRUE(h.Acquire("w0", 1, {3, 4}, &a).ok());
+}
+
 TEST(CacheServiceRedisTest, StreamAcknowledgedOpsSurviveARestart) {
   auto redis = RedisServerProcess::Start(TempDir("stream"));
   ASSERT_TRUE(redis.ok()) << redis.status();

@@ -264,6 +264,9 @@ int main(int argc, char** argv) {
       options.cache.heartbeat_timeout_ms);
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", sig);
+  // Open LeaseStreams send what they applied and end (UNAVAILABLE) instead
+  // of holding the drain until its timeout.
+  (*service)->DrainLeaseStreams();
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   grpc_server.store(nullptr);
   service->reset();  // stops the sweep, flushes the journal
