@@ -680,11 +680,7 @@ int RunInProcess(const std::string& mode) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock runs
-  // the debug deadlock detector (graph-cycle bookkeeping, ~3% of the
-  // service's CPU under lease traffic, docs/perf.md); release builds of
-  // Abseil skip it. Tests keep it on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  radixkv::process::DisableMutexDeadlockDetection();
   spdlog::set_level(spdlog::level::warn);
   if (absl::GetFlag(FLAGS_shared_prefix_tokens) >=
           absl::GetFlag(FLAGS_prompt_tokens) ||

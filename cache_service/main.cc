@@ -194,11 +194,6 @@ int main(int argc, char** argv) {
       argc, argv,
       "radixkv cache service: the global radix tree, allocator, leases and "
       "eviction for every worker's KV memory.");
-  // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock runs
-  // the debug deadlock detector (graph-cycle bookkeeping, ~3% of the
-  // service's CPU under lease traffic, docs/perf.md); release builds of
-  // Abseil skip it. Tests keep it on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   cs::CacheServiceOptions options;
   cs::RedisJournalOptions redis;
   absl::Status valid = ValidateFlags(&options, &redis);

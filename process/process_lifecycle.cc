@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -43,7 +44,12 @@ sigset_t ShutdownSignals() {
 
 }  // namespace
 
+void DisableMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
+  DisableMutexDeadlockDetection();
   absl::SetProgramUsageMessage(usage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
@@ -98,8 +104,8 @@ class GrpcServer::InFlightCounter {
       count_->fetch_add(1);
     }
     ~Interceptor() override { count_->fetch_sub(1); }
-    void Intercept(grpc::experimental::InterceptorBatchMethods* methods)
-        override {
+    void Intercept(
+        grpc::experimental::InterceptorBatchMethods* methods) override {
       methods->Proceed();
     }
 
@@ -107,8 +113,7 @@ class GrpcServer::InFlightCounter {
     std::atomic<int64_t>* count_;
   };
 
-  class Factory
-      : public grpc::experimental::ServerInterceptorFactoryInterface {
+  class Factory : public grpc::experimental::ServerInterceptorFactoryInterface {
    public:
     explicit Factory(std::shared_ptr<InFlightCounter> counter)
         : counter_(std::move(counter)) {}
@@ -185,8 +190,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     // CivetWeb's defaults (2 threads, no request timeout) let two idle
     // connections block every scrape.
     out->impl_->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", address, "num_threads",
-                                 "8", "request_timeout_ms", "5000"});
+        std::vector<std::string>{"listening_ports", address, "num_threads", "8",
+                                 "request_timeout_ms", "5000"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve /metrics on ", address, ": ", e.what()));

@@ -24,8 +24,17 @@ namespace radixkv::process {
 // Parses argv with Abseil flags, sets up logging (--log_level) and blocks
 // SIGTERM/SIGINT in the calling thread (so that every thread started later
 // inherits the mask and only WaitForShutdownSignal() receives them).
-// Call first thing in main(). Returns the positional arguments.
+// Also turns off Abseil's debug deadlock detector
+// (DisableMutexDeadlockDetection). Call first thing in main(). Returns the
+// positional arguments.
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
+
+// Debian's Abseil is built without NDEBUG, so every absl::Mutex lock (gRPC's
+// included) runs the debug deadlock detector's graph-cycle bookkeeping; it
+// cost the cache service ~35% of its CPU per Acquire+Commit pair (94 -> 59 us,
+// docs/perf.md). Release builds of Abseil skip it. Binaries call this (tests
+// keep the detector on).
+void DisableMutexDeadlockDetection();
 
 // True when --check_flags was given: the binary must validate its flags,
 // print "flags ok" (or the error) and exit without starting anything.
