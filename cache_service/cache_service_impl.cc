@@ -702,6 +702,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Match(
         m->set_page_aligned_tokens(w.page_aligned_tokens);
         ToProto(w.load, m->mutable_load());
         m->set_heartbeat_age_ms(w.heartbeat_age_ms);
+        m->set_capacity_slots(w.capacity_slots);
+        m->set_free_slots(w.free_slots);
+        m->set_evictable_slots(w.evictable_slots);
+        m->set_protected_slots(w.protected_slots);
+        m->set_cached_tokens(w.cached_tokens);
+        m->set_page_size(w.page_size);
       }
     }
   }

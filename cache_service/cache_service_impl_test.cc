@@ -346,6 +346,35 @@ TEST_F(CacheServiceImplTest, AcquireCommitReusesThePrefix) {
   EXPECT_EQ(match.workers(1).worker_id(), "w1");
   EXPECT_EQ(match.workers(1).matched_tokens(), 0);
   EXPECT_EQ(h_.Dump(), before);
+  // Match carries each worker's memory state, the same as Stats: on w0 the
+  // 8 cached tokens are locked by the second and third leases, which hold
+  // one new slot each (page_size 1).
+  EXPECT_EQ(match.workers(0).capacity_slots(), 64);
+  EXPECT_EQ(match.workers(0).protected_slots(), 10);
+  EXPECT_EQ(match.workers(0).evictable_slots(), 0);
+  EXPECT_EQ(match.workers(0).free_slots(), 54);
+  EXPECT_EQ(match.workers(0).cached_tokens(), 8);
+  EXPECT_EQ(match.workers(0).page_size(), 1);
+  EXPECT_EQ(match.workers(1).capacity_slots(), 128);
+  EXPECT_EQ(match.workers(1).free_slots(), 128);
+  EXPECT_EQ(match.workers(1).protected_slots(), 0);
+  EXPECT_EQ(match.workers(1).page_size(), 16);
+  // An Acquire of 20 tokens on w1 (page 16) protects 2 pages = 32 slots.
+  pb::AcquireResponse on_w1;
+  ASSERT_TRUE(h_.Acquire("w1", 1, Range(100, 119), &on_w1).ok());
+  ASSERT_TRUE(h_.Match(Range(1, 12), &match).ok());
+  EXPECT_EQ(match.workers(1).protected_slots(), 32);
+  EXPECT_EQ(match.workers(1).free_slots(), 96);
+  EXPECT_EQ(match.workers(1).evictable_slots(), 0);
+  // Committed (which ends the lease), the 20 tokens stay cached and become
+  // evictable.
+  pb::CommitResponse w1_commit;
+  ASSERT_TRUE(h_.Commit(on_w1.lease_id(), Range(100, 119), &w1_commit).ok());
+  ASSERT_TRUE(h_.Match(Range(1, 12), &match).ok());
+  EXPECT_EQ(match.workers(1).protected_slots(), 0);
+  EXPECT_EQ(match.workers(1).evictable_slots(), 32);
+  EXPECT_EQ(match.workers(1).free_slots(), 96);
+  EXPECT_EQ(match.workers(1).cached_tokens(), 20);
 
   ASSERT_TRUE(h_.Release(second.lease_id()).ok());
   ASSERT_TRUE(h_.Release(third.lease_id()).ok());

@@ -635,6 +635,12 @@ absl::StatusOr<MatchResult> CacheStateImpl::Match(const MatchRequest& request,
     match.load = worker.load;
     match.heartbeat_age_ms =
         std::max<int64_t>(0, now_ms - worker.last_heartbeat_ms);
+    match.capacity_slots = worker.allocator->capacity_slots();
+    match.free_slots = worker.allocator->free_slots();
+    match.evictable_slots = worker.allocator->evictable_slots();
+    match.protected_slots = worker.allocator->protected_slots();
+    match.cached_tokens = (*model.contexts)[bit].resident_tokens;
+    match.page_size = worker.info.page_size;
     result.workers.push_back(std::move(match));
   }
   std::sort(result.workers.begin(), result.workers.end(),

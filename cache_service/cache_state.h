@@ -153,6 +153,14 @@ struct WorkerMatch {
   int64_t page_aligned_tokens = 0;
   WorkerLoad load;
   int64_t heartbeat_age_ms = 0;  // now_ms - last heartbeat, ms
+  // Memory state of the worker, slots (as WorkerStats): free + evictable +
+  // protected == capacity. O(1) each (allocator counters).
+  int64_t capacity_slots = 0;
+  int64_t free_slots = 0;
+  int64_t evictable_slots = 0;
+  int64_t protected_slots = 0;
+  int64_t cached_tokens = 0;  // tokens resident in the model's trees
+  int32_t page_size = 0;      // tokens per page
 };
 
 struct MatchResult {

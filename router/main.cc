@@ -45,6 +45,15 @@ ABSL_FLAG(int64_t, miss_affinity_slack_tokens, 64,
 ABSL_FLAG(int64_t, finished_affinity_grace_ms, 2000,
           "cache_aware: a finished request's prompt keeps attracting "
           "requests sharing it on its worker for this long, ms.");
+ABSL_FLAG(double, memory_weight, 1.0,
+          "cache_aware: on a miss, score weight per token of room on a "
+          "worker (free + evictable KV slots minus the KV this router made "
+          "it write within --memory_hot_window_ms); the miss goes to the "
+          "lowest load_weight * load - memory_weight * room. 0 = the "
+          "rendezvous home of --miss_affinity_tokens.");
+ABSL_FLAG(int64_t, memory_hot_window_ms, 10000,
+          "cache_aware: KV written within this long counts as hot (not "
+          "room), ms.");
 ABSL_FLAG(int64_t, approx_tree_capacity_tokens, 1 << 20,
           "approx_tree: tokens remembered per worker.");
 ABSL_FLAG(int, max_attempts, 3,
@@ -87,10 +96,13 @@ absl::Status ValidateFlags() {
   if (absl::GetFlag(FLAGS_prefill_weight) < 0 ||
       absl::GetFlag(FLAGS_load_weight) < 0 ||
       absl::GetFlag(FLAGS_balance_abs_tokens) < 0 ||
-      absl::GetFlag(FLAGS_balance_rel_ratio) < 1.0) {
+      absl::GetFlag(FLAGS_balance_rel_ratio) < 1.0 ||
+      absl::GetFlag(FLAGS_memory_weight) < 0 ||
+      absl::GetFlag(FLAGS_memory_hot_window_ms) < 0) {
     return absl::InvalidArgumentError(
-        "--prefill_weight, --load_weight, --balance_abs_tokens must be >= 0 "
-        "and --balance_rel_ratio >= 1");
+        "--prefill_weight, --load_weight, --balance_abs_tokens, "
+        "--memory_weight, --memory_hot_window_ms must be >= 0 and "
+        "--balance_rel_ratio >= 1");
   }
   int drain = absl::GetFlag(FLAGS_drain_timeout_s);
   if (drain < 0 || drain > 3600) {
@@ -156,6 +168,9 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_miss_affinity_slack_tokens);
   options.cache_aware.finished_affinity_grace =
       absl::Milliseconds(absl::GetFlag(FLAGS_finished_affinity_grace_ms));
+  options.cache_aware.memory_weight = absl::GetFlag(FLAGS_memory_weight);
+  options.cache_aware.memory_hot_window =
+      absl::Milliseconds(absl::GetFlag(FLAGS_memory_hot_window_ms));
   options.approx_tree_capacity_tokens =
       absl::GetFlag(FLAGS_approx_tree_capacity_tokens);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <limits>
 #include <list>
 #include <utility>
@@ -54,19 +55,27 @@ class CacheAwarePolicy : public PlacementPolicy {
       const PlacementInput& input) override {
     if (absl::Status s = CheckInput(input); !s.ok()) return s;
     std::vector<int64_t> hits;
+    std::vector<int64_t> hot;
     hits.reserve(input.candidates.size());
-    uint64_t rotation;
-    {
-      absl::MutexLock lock(&mu_);
-      const absl::Time now = absl::Now();
-      for (const WorkerCandidate& c : input.candidates) {
-        hits.push_back(
-            std::max(c.matched_tokens,
-                     RecentHit(c.worker_id, c.epoch, input.tokens, now)));
-      }
-      rotation = rotation_++;
+    hot.reserve(input.candidates.size());
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (const WorkerCandidate& c : input.candidates) {
+      hits.push_back(std::max(c.matched_tokens, RecentHit(c.worker_id, c.epoch,
+                                                          input.tokens, now)));
+      hot.push_back(HotTokens(c.worker_id, c.epoch, now));
     }
-    return ChooseByPrefixAndLoad(input, hits, options_, rotation);
+    const PlacementDecision d =
+        ChooseByPrefixAndLoad(input, hits, options_, rotation_++, hot);
+    // The chosen worker will write the prompt beyond its hit and the output.
+    const WorkerCandidate& chosen = input.candidates[d.index];
+    Written& w = written_[chosen.worker_id];
+    if (w.epoch != chosen.epoch) w = Written{chosen.epoch};
+    const int64_t tokens = static_cast<int64_t>(input.tokens.size()) -
+                           d.predicted_hit_tokens + input.max_new_tokens;
+    w.writes.push_back({now, tokens});
+    w.total += tokens;
+    return d;
   }
 
   void OnDispatched(const std::string& worker_id, int64_t epoch,
@@ -135,9 +144,31 @@ class CacheAwarePolicy : public PlacementPolicy {
     return best;
   }
 
+  // KV tokens this router made a worker write, newest last.
+  struct Written {
+    int64_t epoch = 0;
+    std::deque<std::pair<absl::Time, int64_t>> writes;
+    int64_t total = 0;  // sum of writes' tokens
+  };
+
+  // Tokens written on the worker within memory_hot_window (drops older).
+  int64_t HotTokens(const std::string& worker_id, int64_t epoch, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = written_.find(worker_id);
+    if (it == written_.end() || it->second.epoch != epoch) return 0;
+    Written& w = it->second;
+    while (!w.writes.empty() &&
+           w.writes.front().first + options_.memory_hot_window < now) {
+      w.total -= w.writes.front().second;
+      w.writes.pop_front();
+    }
+    return w.total;
+  }
+
   const CacheAwareOptions options_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Recent> recent_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Written> written_ ABSL_GUARDED_BY(mu_);
   uint64_t rotation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -280,7 +311,8 @@ absl::string_view PlacementDecisionName(PlacementDecisionKind kind) {
 PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
                                         absl::Span<const int64_t> hits_in,
                                         const CacheAwareOptions& options,
-                                        uint64_t rotation) {
+                                        uint64_t rotation,
+                                        absl::Span<const int64_t> hot_tokens) {
   const size_t n = input.candidates.size();
   const int64_t prompt = static_cast<int64_t>(input.tokens.size());
   // A worker reuses at most prompt - 1 tokens (one is always computed).
@@ -324,7 +356,29 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
     d.kind = PlacementDecisionKind::kLoadGuard;
   } else if (max_hit == 0 || max_hit < options.miss_affinity_tokens) {
     d.kind = PlacementDecisionKind::kNoPrefix;
-    if (options.miss_affinity_tokens > 0 && n > 1) {
+    bool memory_known = false;
+    for (const WorkerCandidate& c : input.candidates) {
+      memory_known = memory_known || c.capacity_slots > 0;
+    }
+    if (options.memory_weight > 0 && memory_known && hot_tokens.size() == n &&
+        n > 1) {
+      // Memory-aware miss: the most room for a new prefix, net of load.
+      double best_miss = std::numeric_limits<double>::infinity();
+      for (size_t j = 0; j < n; ++j) {
+        const size_t i = (j + rotation) % n;
+        const WorkerCandidate& c = input.candidates[i];
+        const double room = static_cast<double>(
+            c.free_slots + c.evictable_slots - hot_tokens[i]);
+        const double s =
+            options.load_weight * static_cast<double>(c.load_tokens) -
+            options.memory_weight * room;
+        if (s < best_miss) {
+          best_miss = s;
+          d.index = static_cast<int>(i);
+        }
+      }
+      d.score = score_of(d.index);
+    } else if (options.miss_affinity_tokens > 0 && n > 1) {
       const int home = HomeWorker(input, options.miss_affinity_tokens);
       if (input.candidates[home].load_tokens - least_load <=
           options.miss_affinity_slack_tokens) {
@@ -357,6 +411,7 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> CreatePlacementPolicy(
     // Faithful to routers without the real cache: shortest queue on a miss.
     CacheAwareOptions approx = options;
     approx.miss_affinity_tokens = 0;
+    approx.memory_weight = 0;
     return std::unique_ptr<PlacementPolicy>(
         new ApproxTreePolicy(approx, approx_tree_capacity_tokens));
   }

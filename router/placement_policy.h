@@ -56,6 +56,14 @@ struct WorkerCandidate {
   int64_t load_tokens = 0;
   // Requests this router has in flight on the worker.
   int64_t in_flight_requests = 0;
+  // The worker's KV memory state at Match time (CacheService.Match
+  // WorkerMatch), slots (one slot = one token's KV): free + evictable +
+  // protected == capacity. All 0 when unknown (then cache_aware ignores
+  // memory). Only cache_aware reads them.
+  int64_t capacity_slots = 0;
+  int64_t free_slots = 0;
+  int64_t evictable_slots = 0;
+  int64_t protected_slots = 0;
 };
 
 // Why a worker was chosen; used as the `decision` metric label.
@@ -109,6 +117,23 @@ struct PlacementInput {
 // `miss_affinity_slack_tokens` (then the least loaded). Requests sharing a
 // system prompt thus keep meeting on one worker even after their prefix was
 // evicted, instead of scattering by load. 0 tokens disables it.
+//
+// Memory-aware misses (cache_aware, when `memory_weight` > 0 and the cache
+// service reported the workers' memory): a miss (no worker holds
+// `miss_affinity_tokens` of the prompt) homes a NEW prefix, and it should go
+// where that prefix will survive, not onto a worker whose pool is already
+// full of other hot prefixes (there LRU would evict it, or them, before
+// their reuse). Instead of the rendezvous home, the miss goes to the worker
+// with the lowest
+//   miss_score(w) = load_weight * load_tokens(w) - memory_weight * room(w)
+//   room(w) = free_slots(w) + evictable_slots(w) - hot_tokens(w)   [tokens]
+// where hot_tokens(w) is the KV this router made the worker write within
+// `memory_hot_window` (per dispatched request: prompt tokens beyond its
+// predicted hit + max_new_tokens): evictable data written recently is what
+// LRU keeps and what is reused next, so room is the reclaimable memory that
+// is NOT recently used (free + cold evictable; protected slots, held by
+// running requests, are never room). The imbalance guard still applies.
+// Hits are unchanged: they go to the worker holding the prefix.
 struct CacheAwareOptions {
   double prefill_weight = 1.0;
   double load_weight = 1.0;
@@ -119,6 +144,10 @@ struct CacheAwareOptions {
   // cache_aware: how long a finished request's prompt still attracts
   // requests sharing it (covers the Commit that follows the last chunk).
   absl::Duration finished_affinity_grace = absl::Seconds(2);
+  // Memory-aware misses (above): score weight per token of room, and how
+  // long written KV counts as hot. memory_weight 0 = rendezvous home.
+  double memory_weight = 1.0;
+  absl::Duration memory_hot_window = absl::Seconds(10);
 };
 
 // Thread-safe: Choose and OnDispatched may be called from any thread.
@@ -156,11 +185,13 @@ std::vector<std::string> PlacementPolicyNames();
 
 // Scores candidates with `hits[i]` as their hit lengths (shared by
 // cache_aware and approx_tree; exposed for tests). `rotation` breaks exact
-// ties fairly.
-PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
-                                        absl::Span<const int64_t> hits,
-                                        const CacheAwareOptions& options,
-                                        uint64_t rotation);
+// ties fairly. `hot_tokens[i]` is candidate i's recently written KV, tokens
+// (see CacheAwareOptions); when empty, or when `options.memory_weight` is 0,
+// or no candidate reports capacity_slots, misses use the rendezvous home.
+PlacementDecision ChooseByPrefixAndLoad(
+    const PlacementInput& input, absl::Span<const int64_t> hits,
+    const CacheAwareOptions& options, uint64_t rotation,
+    absl::Span<const int64_t> hot_tokens = {});
 
 }  // namespace radixkv::router
 

@@ -155,6 +155,90 @@ TEST(PlacementPolicyTest, MissAffinitySendsAPromptFamilyHomeWithinSlack) {
   for (int c : count) EXPECT_GE(c, 8);  // 60 families spread over 3 workers
 }
 
+WorkerCandidate WithMemory(WorkerCandidate c, int64_t capacity, int64_t free,
+                           int64_t evictable) {
+  c.capacity_slots = capacity;
+  c.free_slots = free;
+  c.evictable_slots = evictable;
+  c.protected_slots = capacity - free - evictable;
+  return c;
+}
+
+TEST(PlacementPolicyTest, MemoryAwareMissAvoidsAPoolFullOfHotData) {
+  const CacheAwareOptions options;  // memory_weight 1, load_weight 1
+  std::vector<int32_t> tokens = Prompt(417);
+  PlacementInput in;
+  in.tokens = tokens;
+  // Equal load, no match; both pools nearly full (free 64 of 3072) of
+  // evictable data, but on a 2,900 of it was written recently (hot).
+  in.candidates = {WithMemory(Worker("a", 0, 100), 3072, 64, 3008),
+                   WithMemory(Worker("b", 0, 100), 3072, 64, 3008)};
+  const std::vector<int64_t> hits = {0, 0};
+  for (uint64_t rotation : {0, 1}) {
+    const PlacementDecision d =
+        ChooseByPrefixAndLoad(in, hits, options, rotation, {2900, 0});
+    EXPECT_EQ(d.index, 1) << rotation;
+    EXPECT_EQ(d.kind, PlacementDecisionKind::kNoPrefix);
+    EXPECT_DOUBLE_EQ(d.score, 417.0 + 100.0);
+    // Mirrored: the hot one is b.
+    EXPECT_EQ(
+        ChooseByPrefixAndLoad(in, hits, options, rotation, {0, 2900}).index, 0);
+  }
+  // Protected slots are no room either: a's pool is held by running leases.
+  in.candidates[0] = WithMemory(Worker("a", 0, 100), 3072, 64, 8);
+  EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, options, 0, {0, 2000}).index, 1);
+  // Room (2,900 tokens) outweighs a load difference of 500 tokens...
+  in.candidates = {WithMemory(Worker("a", 0, 100), 3072, 64, 3008),
+                   WithMemory(Worker("b", 0, 600), 3072, 64, 3008)};
+  EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, options, 0, {2900, 0}).index, 1);
+  // ... but not one of 3,000 (a's miss score 100 - 172 < b's 3100 - 3072).
+  in.candidates[1].load_tokens = 3100;
+  EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, options, 0, {2900, 0}).index, 0);
+  // memory_weight 0: the rendezvous home, the same for both hot vectors.
+  CacheAwareOptions no_memory;
+  no_memory.memory_weight = 0;
+  in.candidates[1].load_tokens = 100;
+  EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, no_memory, 0, {2900, 0}).index,
+            ChooseByPrefixAndLoad(in, hits, no_memory, 0, {0, 2900}).index);
+}
+
+TEST(PlacementPolicyTest, CacheAwareHomesNewPrefixesByRoomAndHitsStayPut) {
+  CacheAwareOptions options;
+  options.load_weight = 0.0;  // hits win on prefix alone; the guard remains
+  auto policy = Make("cache_aware", options);
+  // Pools of 1,024 slots, empty. Miss 1 (a new 400-token prefix) goes
+  // somewhere; the router counts the 400 + 16 tokens it will write there as
+  // hot, so miss 2 (another new prefix) goes to the other worker.
+  std::vector<int32_t> first = Prompt(400, 0);
+  std::vector<int32_t> second = Prompt(400, 10000);
+  PlacementInput in;
+  in.max_new_tokens = 16;
+  in.tokens = first;
+  in.candidates = {WithMemory(Worker("a", 0, 0), 1024, 1024, 0),
+                   WithMemory(Worker("b", 0, 0), 1024, 1024, 0)};
+  const int home1 = policy->Choose(in)->index;
+  in.tokens = second;
+  auto d2 = policy->Choose(in);
+  EXPECT_EQ(d2->index, 1 - home1);
+  EXPECT_EQ(d2->kind, PlacementDecisionKind::kNoPrefix);
+  // A hit goes to the holder although the other worker has more room.
+  in.tokens = first;
+  in.candidates[home1].matched_tokens = 384;
+  in.candidates[home1].free_slots = 0;
+  in.candidates[home1].evictable_slots = 1024;
+  auto hit = policy->Choose(in);
+  EXPECT_EQ(hit->index, home1);
+  EXPECT_EQ(hit->kind, PlacementDecisionKind::kPrefixHit);
+  EXPECT_EQ(hit->predicted_hit_tokens, 384);
+  // ... unless the imbalance guard trips (load 3,000 vs 100: > 1,024 and
+  // > 2x).
+  in.candidates[home1].load_tokens = 3000;
+  in.candidates[1 - home1].load_tokens = 100;
+  auto guarded = policy->Choose(in);
+  EXPECT_EQ(guarded->index, 1 - home1);
+  EXPECT_EQ(guarded->kind, PlacementDecisionKind::kLoadGuard);
+}
+
 TEST(PlacementPolicyTest, RoundRobinCyclesAndLeastLoadPicksMinimum) {
   auto rr = Make("round_robin");
   std::vector<int32_t> tokens = Prompt(10);

@@ -289,6 +289,10 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
         c.epoch = w.epoch();
         c.matched_tokens = w.matched_tokens();
         c.load_tokens = w.load().outstanding_tokens();
+        c.capacity_slots = w.capacity_slots();
+        c.free_slots = w.free_slots();
+        c.evictable_slots = w.evictable_slots();
+        c.protected_slots = w.protected_slots();
         out.push_back(std::move(c));
       }
     } else if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
