@@ -519,6 +519,10 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
     }
     m.decode_ws_bytes = need;
     RETURN_IF_ERROR(m.Alloc(need, &m.decode_ws, ws));
+    if (need > 0) {  // zero-filled once: gpu_attention.h GpuDecodeArgs
+      RETURN_IF_ERROR(
+          RuntimeError(hipMemset(m.decode_ws, 0, need), "decode ws zero-fill"));
+    }
   }
 
   // ---- pool

@@ -114,6 +114,10 @@ int32_t ChooseDecodePartitionSize(int32_t batch_size, int32_t num_kv_heads,
   return max_seq_len > 256 ? 256 : 0;
 }
 
+static_assert(kDecodeCounterBytes ==
+                  sizeof(int32_t) * internal::kDecodeCounterSlots,
+              "counter region and launcher disagree");
+
 size_t DecodeWorkspaceBytes(int32_t batch_size, int32_t num_q_heads,
                             int32_t head_dim, int32_t max_seq_len,
                             int32_t partition_size) {
@@ -121,7 +125,7 @@ size_t DecodeWorkspaceBytes(int32_t batch_size, int32_t num_q_heads,
   const size_t parts =
       (static_cast<size_t>(max_seq_len) + partition_size - 1) / partition_size;
   const size_t rows = static_cast<size_t>(batch_size) * num_q_heads * parts;
-  return 2 * AlignUp(rows * sizeof(float), 16) +
+  return kDecodeCounterBytes + 2 * AlignUp(rows * sizeof(float), 16) +
          AlignUp(rows * head_dim * sizeof(float), 16);
 }
 
@@ -177,7 +181,8 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
     a.num_partitions = (args.max_seq_len + partition_size - 1) / partition_size;
     const size_t rows = static_cast<size_t>(args.batch_size) *
                         args.num_q_heads * a.num_partitions;
-    char* ws = static_cast<char*>(args.workspace);
+    a.counters = static_cast<int32_t*>(args.workspace);
+    char* ws = static_cast<char*>(args.workspace) + kDecodeCounterBytes;
     a.partial_max = reinterpret_cast<float*>(ws);
     a.partial_sum =
         reinterpret_cast<float*>(ws + AlignUp(rows * sizeof(float), 16));

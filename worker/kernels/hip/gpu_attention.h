@@ -79,10 +79,17 @@ int32_t ChooseDecodePartitionSize(int32_t batch_size, int32_t num_kv_heads,
                                   int32_t num_q_heads, int32_t max_seq_len,
                                   int num_sms = 0);
 
+// Bytes at the start of every v2 decode workspace that hold the arrival
+// counters of the (opt-in) fused combine (int32, one per (sequence, kv head,
+// head chunk) block column, kDecodeCounterBytes / 4 of them). The region sits
+// at offset 0 whatever the batch and partition size, so one zero-fill keeps it
+// valid for every later call (see GpuDecodeArgs::workspace).
+inline constexpr size_t kDecodeCounterBytes = 16384;
+
 // Device workspace (bytes) that Decode needs for a partition size from
-// ChooseDecodePartitionSize (0 for v1): partial max, sum [B, Hq, P] and
-// partial outputs [B, Hq, P, head_dim], fp32, P = ceil(max_seq_len /
-// partition_size).
+// ChooseDecodePartitionSize (0 for v1): kDecodeCounterBytes of counters,
+// then partial max, sum [B, Hq, P] and partial outputs [B, Hq, P,
+// head_dim], fp32, P = ceil(max_seq_len / partition_size).
 size_t DecodeWorkspaceBytes(int32_t batch_size, int32_t num_q_heads,
                             int32_t head_dim, int32_t max_seq_len,
                             int32_t partition_size);
@@ -100,13 +107,27 @@ struct GpuDecodeArgs {
                                 // > 0 = v2 (multiple of 64)
   void* out = nullptr;          // [B, Hq, D] dtype, every element written
   float* lse = nullptr;         // optional [B, Hq]; -inf for empty sequences
-  void* workspace = nullptr;    // DecodeWorkspaceBytes(...) bytes, 16-aligned
+  // DecodeWorkspaceBytes(...) bytes, 16-aligned. MUST BE ZERO-FILLED ONCE
+  // before its first use (e.g. hipMemset after hipMalloc) and then used only
+  // by Decode: its first kDecodeCounterBytes are the fused combine's arrival
+  // counters, which every launch leaves at 0 again (the last partition block
+  // of a (sequence, kv head) resets its counter). Calls that share a
+  // workspace must be ordered (one stream), as for any scratch buffer.
+  void* workspace = nullptr;
   size_t workspace_bytes = 0;
   KernelPath path = KernelPath::kAuto;
 };
 
 // Paged decode attention (seed 1.4): one query token per sequence against
 // its whole cached context. A 0-length sequence gives out = 0, lse = -inf.
+// v2 merges the partitions with a separate combine kernel (seed 1.4). With
+// RADIXKV_DECODE_FUSED_COMBINE=1 (opt-in; slower on the H200, see
+// docs/kernel-notes.md) the partition kernel merges them itself: each block
+// writes its (m, l, O) partial, fences, and increments its (sequence, kv
+// head) counter; the block that arrives last combines and resets the counter
+// (the "last block" reduction of the CUDA threadFenceReduction sample);
+// grids with more than kDecodeCounterBytes / 4 block columns still use the
+// separate kernel.
 // Errors: INVALID_ARGUMENT (dtype, head_dim, heads, partition size not a
 // multiple of 64, workspace too small, null pointers), INTERNAL (launch).
 absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,

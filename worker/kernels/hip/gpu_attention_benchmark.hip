@@ -230,6 +230,9 @@ void BenchDecode(int32_t batch, int32_t len, int32_t page_size, double copy_gbs,
     const int32_t eff = ps < 0 ? auto_p : ps;
     const size_t ws_bytes = DecodeWorkspaceBytes(batch, kHq, kD, len, eff);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
+    // Zero-filled once before first use (gpu_attention.h: the fused
+    // combine's counters).
+    RADIXKV_CHECK_HIP(hipMemset(ws.get(), 0, ws.bytes()));
     GpuDecodeArgs a;
     a.q = q.get();
     a.kv_indptr = d_indptr.as<int32_t>();

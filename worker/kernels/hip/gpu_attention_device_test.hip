@@ -258,6 +258,10 @@ struct DecodeCase {
   int32_t partition_size = -1;
   KernelPath path = KernelPath::kAuto;
   int64_t page_lo = 0;  // pages are drawn from [page_lo, num_pages)
+  // Decode calls on the same workspace (outputs re-poisoned in between):
+  // every run must match the reference and the first run bit for bit (the
+  // fused combine's counters must be back at 0 after each launch).
+  int32_t runs = 1;
 };
 
 void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
@@ -283,6 +287,11 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
   if (ps < 0) ps = ChooseDecodePartitionSize(B, g.num_kv_heads, hq, max_len);
   const size_t ws_bytes = DecodeWorkspaceBytes(B, hq, D, max_len, ps);
   DeviceBuffer d_ws = PoisonedBuffer(ws_bytes);
+  // The counter region is zero-filled once, as gpu_attention.h requires; the
+  // partials stay poisoned (an unwritten partial that is read shows as NaN).
+  if (ws_bytes >= kDecodeCounterBytes) {
+    RADIXKV_CHECK_HIP(hipMemset(d_ws.get(), 0, kDecodeCounterBytes));
+  }
   GpuDecodeArgs a;
   a.q = d_q.get();
   a.kv_indptr = d_indptr.as<int32_t>();
@@ -297,15 +306,25 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
   a.workspace = d_ws.get();
   a.workspace_bytes = ws_bytes;
   a.path = c.path;
-  absl::Status st = Decode(pool.cache, a, nullptr);
-  RADIXKV_CHECK_HIP(hipDeviceSynchronize());
-  if (!st.ok()) {
-    r.note = st.ToString();
-    AddResult(r);
-    return;
+  std::vector<std::vector<uint16_t>> outs;
+  std::vector<std::vector<float>> lses;
+  for (int32_t run = 0; run < c.runs; ++run) {
+    if (run > 0) {
+      RADIXKV_CHECK_HIP(hipMemset(d_out.get(), 0xff, d_out.bytes()));
+      RADIXKV_CHECK_HIP(hipMemset(d_lse.get(), 0xff, d_lse.bytes()));
+    }
+    absl::Status st = Decode(pool.cache, a, nullptr);
+    RADIXKV_CHECK_HIP(hipDeviceSynchronize());
+    if (!st.ok()) {
+      r.note = st.ToString();
+      AddResult(r);
+      return;
+    }
+    outs.push_back(Download<uint16_t>(d_out, qbits.size()));
+    lses.push_back(Download<float>(d_lse, static_cast<size_t>(B) * hq));
   }
-  std::vector<uint16_t> out = Download<uint16_t>(d_out, qbits.size());
-  std::vector<float> lse = Download<float>(d_lse, static_cast<size_t>(B) * hq);
+  const std::vector<uint16_t>& out = outs[0];
+  const std::vector<float>& lse = lses[0];
 
   std::vector<double> ref(qbits.size()), ref_lse(static_cast<size_t>(B) * hq);
   // Per (sequence, kv head): gather the context's K/V once, then every query
@@ -353,7 +372,20 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
     }
   });
   Compare(&r, out, c.pool.bf16, ref, lse, ref_lse, D, true);
+  for (size_t run = 1; run < outs.size(); ++run) {
+    Result rr;
+    Compare(&rr, outs[run], c.pool.bf16, ref, lses[run], ref_lse, D, true);
+    const bool same =
+        outs[run] == out && std::memcmp(lses[run].data(), lse.data(),
+                                        lse.size() * sizeof(float)) == 0;
+    if (!rr.pass || !same) {
+      r.pass = false;
+      r.note += "run " + std::to_string(run) +
+                (same ? " " : " differs from run 0 ") + rr.note;
+    }
+  }
   r.note += "P=" + std::to_string(ps);
+  if (c.runs > 1) r.note += " runs=" + std::to_string(c.runs);
   AddResult(r);
 }
 
@@ -802,6 +834,14 @@ int Main(const Options& opt) {
       c.partition_size = -1;
       c.name = "decode 33 seqs + empty seq auto " + pn;
       if (want(c.name)) RunDecode(c, rng);
+      // Three launches on one workspace: the fused combine's counters reset
+      // (run with RADIXKV_DECODE_FUSED_COMBINE=1, as run_device_suite.sh
+      // does, to cover the fused path).
+      c.partition_size = 256;
+      c.runs = 3;
+      c.name = "decode 33 seqs v2 x3 launches, same workspace " + pn;
+      if (want(c.name)) RunDecode(c, rng);
+      c.runs = 1;
       ExtendCase e;
       e.pool = c.pool;
       e.num_q_heads = 8;

@@ -92,11 +92,13 @@ TEST(ChooseDecodePartitionSizeTest, EnvironmentOverridesAndRoundsUpTo64) {
 
 TEST(DecodeWorkspaceBytesTest, CountsPartialsPerPartition) {
   EXPECT_EQ(DecodeWorkspaceBytes(4, 32, 128, 4096, 0), 0u);
-  // 4 * 32 * 4 partitions = 512 rows: 2 * 512 floats + 512 * 128 floats.
+  // Counters, then 4 * 32 * 4 partitions = 512 rows: 2 * 512 floats +
+  // 512 * 128 floats.
   EXPECT_EQ(DecodeWorkspaceBytes(4, 32, 128, 4096, 1024),
-            2u * 512 * 4 + 512u * 128 * 4);
+            kDecodeCounterBytes + 2u * 512 * 4 + 512u * 128 * 4);
   // 3 rows -> 12 bytes, padded to 16 each.
-  EXPECT_EQ(DecodeWorkspaceBytes(1, 3, 64, 10, 64), 2u * 16 + 3u * 64 * 4);
+  EXPECT_EQ(DecodeWorkspaceBytes(1, 3, 64, 10, 64),
+            kDecodeCounterBytes + 2u * 16 + 3u * 64 * 4);
 }
 
 TEST(DecodeTest, RejectsUnsupportedShapesBeforeLaunching) {

@@ -32,6 +32,10 @@ const char* ErrorString(int error);
 // Multiprocessor count of the current device (0 on failure).
 int DeviceMultiprocessorCount();
 
+// Arrival counters of the fused decode combine at the start of a v2 decode
+// workspace (gpu_attention.h kDecodeCounterBytes = 4 * this).
+inline constexpr int32_t kDecodeCounterSlots = 4096;
+
 struct DecodeLaunch {
   KvCacheGeometry geometry;
   DType dtype;  // kBF16 or kF16 (Q, K, V, O)
@@ -51,6 +55,8 @@ struct DecodeLaunch {
   float* partial_max;      // v2: [B, Hq, num_partitions]
   float* partial_sum;      // v2: [B, Hq, num_partitions]
   float* partial_out;      // v2: [B, Hq, num_partitions, D]
+  int32_t* counters;       // v2: kDecodeCounterBytes / 4 arrival counters,
+                           // 0 between launches (fused combine)
   KernelPath path;
   void* stream;
 };

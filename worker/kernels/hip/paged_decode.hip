@@ -10,7 +10,9 @@
 // the tokens [z * partition_size, min(len, (z + 1) * partition_size)) of its
 // sequence (v1: the whole context) and produces for each query head of the
 // group either the final output (v1) or the partition's (m, l, O) triple
-// (v2), which CombineKernel merges with worker/kernels/attention_combine.h.
+// (v2), which CombineKernel merges with worker/kernels/attention_combine.h
+// (or, opt-in with RADIXKV_DECODE_FUSED_COMBINE=1, the last partition block
+// of each (sequence, kv head) merges them: CombineIfLastBlock).
 //
 // Two implementations of the partition kernel:
 //   * DecodeMmaKernel (NVIDIA): 4 warps, each streams 16-key K/V tiles of the
@@ -34,6 +36,7 @@
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
 #include <cstdlib>
+#include <string_view>
 
 #include "worker/kernels/attention_combine.h"
 #include "worker/kernels/hip/attention_mma.h"
@@ -65,6 +68,8 @@ struct DecodeParams {
   float* partial_max;
   float* partial_sum;
   float* partial_out;
+  int32_t* counters;  // v2 fused combine: arrival counters; nullptr = the
+                      // separate CombineKernel merges the partitions
 };
 
 template <bool kBf16>
@@ -157,6 +162,91 @@ __device__ void MergeWarpsAndStore(const DecodeParams& p, const BlockWork& w,
   }
 }
 
+// Fused combine (v2): out = 0 and lse = -inf for the rows of a 0-length
+// sequence (no partition block of it does any work; partition 0 writes this).
+template <int D, bool kBf16>
+__device__ void StoreEmptyRows(const DecodeParams& p, const BlockWork& w) {
+  const int64_t bh0 =
+      static_cast<int64_t>(blockIdx.y) * p.num_q_heads + w.first_head;
+  for (int idx = threadIdx.x; idx < w.rows * D; idx += blockDim.x) {
+    p.out[bh0 * D + idx] = FloatToElem<kBf16>(0.0f);
+    if (idx % D == 0 && p.lse != nullptr) p.lse[bh0 + idx / D] = -INFINITY;
+  }
+}
+
+// Fused combine (v2), called by every non-empty partition block after it
+// stored its (m, l, O) partials: the CUDA threadFenceReduction "last block"
+// pattern. Each thread fences its partial stores, then one thread counts the
+// block in on its (sequence, kv head, head chunk) counter; the block that
+// arrives last (ceil(len / P) arrivals) resets the counter to 0 for the next
+// launch and merges the partitions with seed 1.4's rescaling
+// (attention_combine.h): one warp per query head, lanes over head_dim, the
+// (m, l) scans spread over the lanes.
+template <int D, bool kBf16>
+__device__ void CombineIfLastBlock(const DecodeParams& p) {
+  __shared__ int is_last;
+  __threadfence();  // this thread's partials are visible device-wide
+  __syncthreads();  // ... for every thread of the block
+  // Recomputed rather than kept live through the main loop (registers).
+  const BlockWork w = GetBlockWork(p);
+  const int32_t np = (w.seq_len + p.partition_size - 1) / p.partition_size;
+  if (threadIdx.x == 0) {
+    int32_t* counter = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    const int32_t arrived = atomicAdd(counter, 1) + 1;
+    is_last = arrived == np;
+    if (arrived == np) atomicExch(counter, 0);  // self-cleaning
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();  // order the partial loads after the counter
+
+  static_assert(D % kWarpSize == 0, "head_dim must be a multiple of warp");
+  constexpr int kPerLane = D / kWarpSize;
+  constexpr int kWarps = kThreads / kWarpSize;
+  const int lane = LaneId();
+  const int warp = threadIdx.x / kWarpSize;
+  for (int row = warp; row < w.rows; row += kWarps) {
+    const int64_t bh =
+        static_cast<int64_t>(blockIdx.y) * p.num_q_heads + w.first_head + row;
+    const float* pm = p.partial_max + bh * p.num_partitions;
+    const float* ps = p.partial_sum + bh * p.num_partitions;
+    const float* po = p.partial_out + bh * p.num_partitions * D;
+    float mx = -INFINITY;
+    for (int32_t i = lane; i < np; i += kWarpSize) mx = fmaxf(mx, pm[i]);
+    mx = WarpReduceMax(mx);
+    float sum = 0.0f;
+    for (int32_t i = lane; i < np; i += kWarpSize) {
+      sum += CombineRescaledSum(pm[i], ps[i], mx);
+    }
+    const float L = WarpReduceSum(sum);
+    float acc[kPerLane];
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) acc[e] = 0.0f;
+#pragma unroll 4
+    for (int32_t i = 0; i < np; ++i) {
+      const float wt = CombineWeight(pm[i], ps[i], mx, L);
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        acc[e] += wt * po[static_cast<int64_t>(i) * D + e * kWarpSize + lane];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      p.out[bh * D + e * kWarpSize + lane] = FloatToElem<kBf16>(acc[e]);
+    }
+    if (lane == 0 && p.lse != nullptr) p.lse[bh] = CombineLse(mx, L);
+  }
+}
+
+// Common exit of both partition kernels for a block with no tokens.
+template <int D, bool kBf16>
+__device__ __forceinline__ void SkippedBlock(const DecodeParams& p,
+                                             const BlockWork& w) {
+  if (p.counters != nullptr && w.seq_len == 0 && blockIdx.z == 0) {
+    StoreEmptyRows<D, kBf16>(p, w);
+  }
+}
+
 // ------------------------------------------------------------ portable SIMT
 
 template <int D, int kGroup, bool kBf16>
@@ -167,7 +257,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kWarps = kThreads / kWarpSize;
   constexpr int kRows = kGroup > 0 ? kGroup : kMaxRows;
   const BlockWork w = GetBlockWork(p);
-  if (w.skip) return;
+  if (w.skip) {
+    SkippedBlock<D, kBf16>(p, w);
+    return;
+  }
   const int rows = kGroup > 0 ? kGroup : w.rows;
   const int lane = LaneId();
   const int warp = threadIdx.x / kWarpSize;
@@ -252,6 +345,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   MergeWarpsAndStore<D, kWarps, kBf16>(p, w, m_s, l_s, o_s);
+  if (p.counters != nullptr) CombineIfLastBlock<D, kBf16>(p);
 }
 
 template <int D>
@@ -282,15 +376,25 @@ constexpr size_t MmaSmemBytes() {
 
 // kKeys: keys per warp tile (16 or 32); kStages: cp.async pipeline depth per
 // warp (tiles in flight + 1).
-template <int D, int kKeys, int kStages, bool kBf16>
-__global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
+// kFused: v2 with the fused combine (CombineIfLastBlock; p.counters set).
+// __launch_bounds__(..., 3) keeps it at 3 blocks/SM (<= 168 registers):
+// without the bound the fused tail lifted ptxas from 153 to 189 registers
+// (2 blocks/SM, which cost the large batches ~10 points, see
+// kernel-notes.md); with it ptxas reports 168 registers and a 20-byte spill
+// at head_dim 128. kFused = false is the unchanged kernel (153 registers).
+template <int D, int kKeys, int kStages, bool kBf16, bool kFused>
+__global__ void __launch_bounds__(kThreads, kFused&& D <= 128 ? 3 : 1)
+    DecodeMmaKernel(DecodeParams p) {
   using Warp = mma::WarpAttention<D, kKeys, kBf16>;
   constexpr int kChunksPerRow = D / 8;
   constexpr int kRowsPerPass = 32 / kChunksPerRow > 0 ? 32 / kChunksPerRow : 1;
   constexpr int kPasses = kKeys / kRowsPerPass;
   static_assert(kChunksPerRow <= 32, "head_dim <= 256");
   const BlockWork w = GetBlockWork(p);
-  if (w.skip) return;
+  if (w.skip) {
+    if constexpr (kFused) SkippedBlock<D, kBf16>(p, w);
+    return;
+  }
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
@@ -451,6 +555,7 @@ __global__ void __launch_bounds__(kThreads) DecodeMmaKernel(DecodeParams p) {
   }
   __syncthreads();
   MergeWarpsAndStore<D, kMmaWarps, kBf16>(p, w, m_s, l_s, o_s);
+  if constexpr (kFused) CombineIfLastBlock<D, kBf16>(p);
 }
 
 #endif  // RADIXKV_GPU_NVIDIA
@@ -551,7 +656,9 @@ template <int D, int kKeys, bool kBf16>
 int LaunchDecodeMma(const DecodeParams& p, dim3 grid, hipStream_t stream) {
   constexpr int kStages = 2;
   const size_t smem = MmaSmemBytes<D, kKeys, kStages>();
-  auto kernel = DecodeMmaKernel<D, kKeys, kStages, kBf16>;
+  auto kernel = p.counters != nullptr
+                    ? DecodeMmaKernel<D, kKeys, kStages, kBf16, true>
+                    : DecodeMmaKernel<D, kKeys, kStages, kBf16, false>;
   if (int err = SetSmemLimit(kernel, smem)) return err;
   hipLaunchKernelGGL(kernel, grid, dim3(kThreads), smem, stream, p);
   return static_cast<int>(hipGetLastError());
@@ -602,7 +709,7 @@ int LaunchDecodeTyped(const DecodeParams& p, internal::KernelPath path,
   (void)path;
   err = LaunchPortableGroup<D, kBf16>(p, grid, stream);
 #endif
-  if (err != 0 || p.partition_size == 0) return err;
+  if (err != 0 || p.partition_size == 0 || p.counters != nullptr) return err;
   // m, l, weights: each rounded up to whole float4s (the compiler may read
   // them with vector loads past the last partition; memcheck flagged it).
   const size_t smem =
@@ -630,6 +737,20 @@ int LaunchDecodeDim(const DecodeParams& p, internal::KernelPath path,
 }
 
 }  // namespace
+
+// RADIXKV_DECODE_FUSED_COMBINE=1 selects the fused combine (opt-in); unset
+// or anything else, the separate CombineKernel. Measured on the H200
+// (kernel-notes.md, 2026-11-29): the fused kernel is slower on every shape
+// (B=1 x 32768 68-70 us vs 54-57 us; B=64 x 4096 334 us vs 288 us): the
+// partition kernel itself slows down under the 168-register cap (spill),
+// far more than the combine launch it saves.
+bool FusedCombineEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("RADIXKV_DECODE_FUSED_COMBINE");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return enabled;
+}
 
 namespace internal {
 
@@ -661,6 +782,14 @@ int LaunchDecode(const DecodeLaunch& a) {
   p.partial_max = a.partial_max;
   p.partial_sum = a.partial_sum;
   p.partial_out = a.partial_out;
+  p.counters = nullptr;
+  if (a.partition_size > 0 && FusedCombineEnabled()) {
+    const int64_t columns = static_cast<int64_t>(a.batch_size) *
+                            a.geometry.num_kv_heads * p.head_chunks;
+    if (columns <= internal::kDecodeCounterSlots) {
+      p.counters = a.counters;
+    }
+  }
   hipStream_t stream = static_cast<hipStream_t>(a.stream);
   if (a.dtype == DType::kBF16) {
     return LaunchDecodeDim<true>(p, a.path, a.batch_size, stream);

@@ -33,6 +33,10 @@ if [[ "${STEPS}" == *,test,* ]]; then
   RADIXKV_EXTEND_KERNEL=mma timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
     --filter=extend >"${LOG}/test_mma.log" 2>&1
   rc[test_mma]=$?
+  # The decode cases again with the opt-in fused combine.
+  RADIXKV_DECODE_FUSED_COMBINE=1 timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
+    --filter=decode >"${LOG}/test_fused.log" 2>&1
+  rc[test_fused]=$?
 fi
 if [[ "${STEPS}" == *,memcheck,* ]]; then
   timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
@@ -58,6 +62,10 @@ fi
 if [[ -f "${LOG}/test_mma.log" ]]; then
   echo "== test, extend on mma.sync (failures + summary)"
   grep -E "FAIL|cases,|seed=" "${LOG}/test_mma.log" | tail -20
+fi
+if [[ -f "${LOG}/test_fused.log" ]]; then
+  echo "== test, decode with the fused combine (failures + summary)"
+  grep -E "FAIL|cases,|seed=" "${LOG}/test_fused.log" | tail -20
 fi
 for t in memcheck racecheck; do
   [[ -f "${LOG}/${t}.log" ]] && { echo "== ${t}"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|cases," "${LOG}/${t}.log" | tail -4; }
