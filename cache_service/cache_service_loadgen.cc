@@ -23,12 +23,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -490,6 +492,35 @@ bool RegisterWorker(pb::CacheService::Stub* stub, int64_t epoch) {
   return s.ok();
 }
 
+// Heartbeats the load generator's worker once a second while it lives, so
+// that runs longer than the service's --heartbeat_timeout_ms (10 s by
+// default) keep their worker, residency and leases.
+class HeartbeatLoop {
+ public:
+  HeartbeatLoop(pb::CacheService::Stub* stub, int64_t epoch)
+      : thread_([this, stub, epoch] {
+          while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+            grpc::ClientContext ctx;
+            ctx.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::seconds(1));
+            pb::HeartbeatRequest req;
+            req.set_worker_id("loadgen-worker");
+            req.set_epoch(epoch);
+            pb::HeartbeatResponse resp;
+            grpc::Status s = stub->Heartbeat(&ctx, req, &resp);
+            if (!s.ok()) spdlog::warn("Heartbeat: {}", s.error_message());
+          }
+        }) {}
+  ~HeartbeatLoop() {
+    stop_.Notify();
+    thread_.join();
+  }
+
+ private:
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
 // Opens --channels separate connections to `address` (retries off: the
 // load generator counts failures itself).
 std::vector<std::unique_ptr<pb::CacheService::Stub>> Connect(
@@ -652,7 +683,11 @@ int RunInProcess(const std::string& mode) {
   }
   auto stubs = Connect(absl::StrCat("127.0.0.1:", (*server)->port()));
   if (!RegisterWorker(stubs[0].get(), 1)) return 1;
-  PairLoad::Result result = Drive(stubs, 1);
+  PairLoad::Result result;
+  {
+    HeartbeatLoop heartbeats(stubs[0].get(), 1);
+    result = Drive(stubs, 1);
+  }
   PrintRow(absl::StrCat(mode, " ", absl::GetFlag(FLAGS_transport)), result,
            mode == "redis" ? &counters : nullptr);
   if (mode == "redis") {
@@ -707,7 +742,11 @@ int main(int argc, char** argv) {
     auto stubs = Connect(absl::GetFlag(FLAGS_target));
     const int64_t epoch = absl::ToUnixMillis(absl::Now());
     if (!RegisterWorker(stubs[0].get(), epoch)) return 1;
-    PairLoad::Result result = Drive(stubs, epoch);
+    PairLoad::Result result;
+    {
+      HeartbeatLoop heartbeats(stubs[0].get(), epoch);
+      result = Drive(stubs, epoch);
+    }
     PrintRow(absl::StrCat("external ", absl::GetFlag(FLAGS_transport)), result,
              nullptr);
     return 0;
