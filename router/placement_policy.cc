@@ -65,8 +65,26 @@ class CacheAwarePolicy : public PlacementPolicy {
                                                           input.tokens, now)));
       hot.push_back(HotTokens(c.worker_id, c.epoch, now));
     }
-    const PlacementDecision d =
-        ChooseByPrefixAndLoad(input, hits, options_, rotation_++, hot);
+    const uint64_t family = FamilyKey(input);
+    int assigned = -1;
+    if (auto f = family_home_.find(family); f != family_home_.end()) {
+      for (size_t i = 0; i < input.candidates.size(); ++i) {
+        if (input.candidates[i].worker_id == f->second.first &&
+            input.candidates[i].epoch == f->second.second) {
+          assigned = static_cast<int>(i);
+        }
+      }
+    }
+    const PlacementDecision d = ChooseByPrefixAndLoad(
+        input, hits, options_, rotation_++, hot, assigned);
+    if (d.kind == PlacementDecisionKind::kNoPrefix && assigned < 0 &&
+        options_.miss_affinity_tokens > 0) {
+      // Remember where the family was homed (a spill past a loaded home
+      // keeps the home; bounded: forget all at 64K families).
+      if (family_home_.size() >= (1 << 16)) family_home_.clear();
+      family_home_[family] = {input.candidates[d.index].worker_id,
+                              input.candidates[d.index].epoch};
+    }
     // The chosen worker will write the prompt beyond its hit and the output.
     const WorkerCandidate& chosen = input.candidates[d.index];
     Written& w = written_[chosen.worker_id];
@@ -165,10 +183,24 @@ class CacheAwarePolicy : public PlacementPolicy {
     return w.total;
   }
 
+  // Hash of the prompt's first miss_affinity_tokens tokens.
+  uint64_t FamilyKey(const PlacementInput& input) const {
+    uint64_t key = 1469598103934665603ULL;  // FNV-1a
+    const size_t k =
+        std::min<size_t>(options_.miss_affinity_tokens, input.tokens.size());
+    for (size_t i = 0; i < k; ++i) {
+      key = (key ^ static_cast<uint32_t>(input.tokens[i])) * 1099511628211ULL;
+    }
+    return key;
+  }
+
   const CacheAwareOptions options_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Recent> recent_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Written> written_ ABSL_GUARDED_BY(mu_);
+  // Prompt family (FamilyKey) -> the worker (id, epoch) its miss went to.
+  absl::flat_hash_map<uint64_t, std::pair<std::string, int64_t>> family_home_
+      ABSL_GUARDED_BY(mu_);
   uint64_t rotation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -312,7 +344,8 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
                                         absl::Span<const int64_t> hits_in,
                                         const CacheAwareOptions& options,
                                         uint64_t rotation,
-                                        absl::Span<const int64_t> hot_tokens) {
+                                        absl::Span<const int64_t> hot_tokens,
+                                        int assigned_home) {
   const size_t n = input.candidates.size();
   const int64_t prompt = static_cast<int64_t>(input.tokens.size());
   // A worker reuses at most prompt - 1 tokens (one is always computed).
@@ -360,8 +393,16 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
     for (const WorkerCandidate& c : input.candidates) {
       memory_known = memory_known || c.capacity_slots > 0;
     }
-    if (options.memory_weight > 0 && memory_known && hot_tokens.size() == n &&
-        n > 1) {
+    const bool memory_aware = options.memory_weight > 0 && memory_known &&
+                              hot_tokens.size() == n && n > 1;
+    if (memory_aware && assigned_home >= 0 &&
+        assigned_home < static_cast<int>(n) &&
+        input.candidates[assigned_home].load_tokens - least_load <=
+            options.miss_affinity_slack_tokens) {
+      // The family was homed before (its prefix since evicted): back home.
+      d.index = assigned_home;
+      d.score = score_of(d.index);
+    } else if (memory_aware) {
       // Memory-aware miss: the most room for a new prefix, net of load.
       double best_miss = std::numeric_limits<double>::infinity();
       for (size_t j = 0; j < n; ++j) {

@@ -132,8 +132,13 @@ struct PlacementInput {
 // predicted hit + max_new_tokens): evictable data written recently is what
 // LRU keeps and what is reused next, so room is the reclaimable memory that
 // is NOT recently used (free + cold evictable; protected slots, held by
-// running requests, are never room). The imbalance guard still applies.
-// Hits are unchanged: they go to the worker holding the prefix.
+// running requests, are never room). The policy remembers where each
+// prompt family (the hash of its first miss_affinity_tokens tokens) was
+// homed: a later miss of the family (its prefix was evicted) returns there
+// while that worker's load is within miss_affinity_slack_tokens of the least
+// loaded one, so families do not migrate and unbalance the pools. The
+// imbalance guard still applies. Hits are unchanged: they go to the worker
+// holding the prefix.
 struct CacheAwareOptions {
   double prefill_weight = 1.0;
   double load_weight = 1.0;
@@ -188,10 +193,13 @@ std::vector<std::string> PlacementPolicyNames();
 // ties fairly. `hot_tokens[i]` is candidate i's recently written KV, tokens
 // (see CacheAwareOptions); when empty, or when `options.memory_weight` is 0,
 // or no candidate reports capacity_slots, misses use the rendezvous home.
+// `assigned_home` (index, or -1): where a memory-aware miss of the same
+// prompt family went before; a miss returns there while its load is within
+// miss_affinity_slack_tokens of the least loaded worker.
 PlacementDecision ChooseByPrefixAndLoad(
     const PlacementInput& input, absl::Span<const int64_t> hits,
     const CacheAwareOptions& options, uint64_t rotation,
-    absl::Span<const int64_t> hot_tokens = {});
+    absl::Span<const int64_t> hot_tokens = {}, int assigned_home = -1);
 
 }  // namespace radixkv::router
 

@@ -221,8 +221,20 @@ TEST(PlacementPolicyTest, CacheAwareHomesNewPrefixesByRoomAndHitsStayPut) {
   auto d2 = policy->Choose(in);
   EXPECT_EQ(d2->index, 1 - home1);
   EXPECT_EQ(d2->kind, PlacementDecisionKind::kNoPrefix);
-  // A hit goes to the holder although the other worker has more room.
+  // The first prefix was evicted (no match anywhere) and its home has less
+  // room now: the family's miss still returns home (no migration).
   in.tokens = first;
+  in.candidates[home1].free_slots = 0;
+  in.candidates[home1].evictable_slots = 512;
+  auto again = policy->Choose(in);
+  EXPECT_EQ(again->index, home1);
+  EXPECT_EQ(again->kind, PlacementDecisionKind::kNoPrefix);
+  // ... unless the home is loaded beyond the 64-token slack.
+  in.candidates[home1].load_tokens = 200;
+  EXPECT_EQ(policy->Choose(in)->index, 1 - home1);
+  in.candidates[home1].load_tokens = 0;
+  EXPECT_EQ(policy->Choose(in)->index, home1);  // the home was kept
+  // A hit goes to the holder although the other worker has more room.
   in.candidates[home1].matched_tokens = 384;
   in.candidates[home1].free_slots = 0;
   in.candidates[home1].evictable_slots = 1024;
