@@ -408,8 +408,11 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
       for (size_t j = 0; j < n; ++j) {
         const size_t i = (j + rotation) % n;
         const WorkerCandidate& c = input.candidates[i];
-        const double room = static_cast<double>(
-            c.free_slots + c.evictable_slots - hot_tokens[i]);
+        // Hot data is resident: at most the evictable slots (the rest of
+        // what was written is protected, or gone, e.g. after a flush).
+        const double room =
+            static_cast<double>(c.free_slots + c.evictable_slots -
+                                std::min(hot_tokens[i], c.evictable_slots));
         const double s =
             options.load_weight * static_cast<double>(c.load_tokens) -
             options.memory_weight * room;

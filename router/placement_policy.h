@@ -126,7 +126,8 @@ struct PlacementInput {
 // their reuse). Instead of the rendezvous home, the miss goes to the worker
 // with the lowest
 //   miss_score(w) = load_weight * load_tokens(w) - memory_weight * room(w)
-//   room(w) = free_slots(w) + evictable_slots(w) - hot_tokens(w)   [tokens]
+//   room(w) = free_slots(w) + evictable_slots(w)
+//             - min(hot_tokens(w), evictable_slots(w))          [tokens]
 // where hot_tokens(w) is the KV this router made the worker write within
 // `memory_hot_window` (per dispatched request: prompt tokens beyond its
 // predicted hit + max_new_tokens): evictable data written recently is what

@@ -208,7 +208,8 @@ TEST(PlacementPolicyTest, CacheAwareHomesNewPrefixesByRoomAndHitsStayPut) {
   auto policy = Make("cache_aware", options);
   // Pools of 1,024 slots, empty. Miss 1 (a new 400-token prefix) goes
   // somewhere; the router counts the 400 + 16 tokens it will write there as
-  // hot, so miss 2 (another new prefix) goes to the other worker.
+  // hot, so miss 2 (another new prefix) goes to the other worker (room 1,024
+  // against 608 + 416 - 416, whatever the rotation).
   std::vector<int32_t> first = Prompt(400, 0);
   std::vector<int32_t> second = Prompt(400, 10000);
   PlacementInput in;
@@ -217,6 +218,9 @@ TEST(PlacementPolicyTest, CacheAwareHomesNewPrefixesByRoomAndHitsStayPut) {
   in.candidates = {WithMemory(Worker("a", 0, 0), 1024, 1024, 0),
                    WithMemory(Worker("b", 0, 0), 1024, 1024, 0)};
   const int home1 = policy->Choose(in)->index;
+  // Its 416 tokens are committed there (evictable) and hot.
+  in.candidates[home1].free_slots = 1024 - 416;
+  in.candidates[home1].evictable_slots = 416;
   in.tokens = second;
   auto d2 = policy->Choose(in);
   EXPECT_EQ(d2->index, 1 - home1);
