@@ -7,11 +7,17 @@
 // Method (METHOD.md): device events around each launch after warm-up, median
 // of many runs, random (hash-filled, never zero) inputs, and decode inputs
 // rotated over several disjoint page sets so the working set exceeds L2.
+// Before each start event a ~40 us spin kernel is queued, so the GPU is busy
+// while the host enqueues the timed call: the events then bracket the call's
+// device time, not the host's launch latency (which serving hides by
+// queueing ahead and by graphs). --launch-in-timing drops the spin kernel
+// (the method of earlier runs: for a ~50 us call like decode B=1 x 32768 it
+// adds the first launch's host latency).
 // Shapes: bf16, Hq 32, Hkv 8, head_dim 128, bshd pool, random page order.
 // NVIDIA only (cuBLAS); build: build_gpu_binaries.sh.
 //
 // Usage: gpu_attention_benchmark [--quick] [--only=decode|extend|cache]
-//                                [--decode-batch=N]
+//                                [--decode-batch=N] [--launch-in-timing]
 // Environment: RADIXKV_EXTEND_WARPS=4|8,
 // RADIXKV_DECODE_PARTITION_SIZE (overrides the heuristic for the (auto) rows).
 #include "worker/kernels/hip/hip_compat.h"
@@ -46,6 +52,15 @@ bool g_quick = false;
 std::string g_only;
 // --decode-batch=N: only the decode shapes with batch size N.
 int g_decode_batch = 0;
+// --launch-in-timing: no spin kernel before the start event.
+bool g_launch_in_timing = false;
+
+// Keeps the GPU busy for `cycles` SM clocks (one thread).
+__global__ void SpinKernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
 
 // Median milliseconds of `iters` timed calls of fn(i) after `warmup` calls.
 double MedianMs(const std::function<void(int)>& fn, int warmup = 5,
@@ -58,6 +73,9 @@ double MedianMs(const std::function<void(int)>& fn, int warmup = 5,
   RADIXKV_CHECK_HIP(hipEventCreate(&stop));
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
+    if (!g_launch_in_timing) {
+      SpinKernel<<<1, 1>>>(80000);  // ~40 us at the H200's ~1.98 GHz
+    }
     RADIXKV_CHECK_HIP(hipEventRecord(start, nullptr));
     fn(warmup + i);
     RADIXKV_CHECK_HIP(hipEventRecord(stop, nullptr));
@@ -436,6 +454,8 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--decode-batch=", 15) == 0) {
       radixkv::worker::gpu::g_decode_batch = std::atoi(argv[i] + 15);
     }
+    if (std::strcmp(argv[i], "--launch-in-timing") == 0)
+      radixkv::worker::gpu::g_launch_in_timing = true;
     if (std::strncmp(argv[i], "--only=", 7) == 0) {
       radixkv::worker::gpu::g_only = argv[i] + 7;
     }
