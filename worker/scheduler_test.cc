@@ -30,10 +30,15 @@ struct Result {
 
 class SchedulerTest : public ::testing::Test {
  protected:
+  // `executor`: a FakeModelExecutor subclass of the same capacity and page
+  // size; null = a plain FakeModelExecutor.
   void Init(int64_t capacity, int32_t page_size, SchedulerOptions options = {},
-            bool with_cache = true) {
+            bool with_cache = true,
+            std::unique_ptr<FakeModelExecutor> executor = nullptr) {
     cache_ = std::make_unique<FakeKvCacheClient>(capacity, page_size);
-    executor_ = std::make_unique<FakeModelExecutor>(capacity, page_size);
+    executor_ = executor != nullptr
+                    ? std::move(executor)
+                    : std::make_unique<FakeModelExecutor>(capacity, page_size);
     options.start_thread = false;
     options.heartbeat_interval = absl::Hours(1);
     auto scheduler = Scheduler::Create(options, executor_.get(),
@@ -228,15 +233,7 @@ TEST_F(SchedulerTest, TokensComeFromTheExecutorsForwardSample) {
       return st;
     }
   };
-  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
-  executor_ = std::make_unique<ConstantSampler>(256, 1);
-  SchedulerOptions options;
-  options.start_thread = false;
-  options.heartbeat_interval = absl::Hours(1);
-  auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
-                                     nullptr, nullptr);
-  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-  scheduler_ = std::move(*scheduler);
+  Init(256, 1, {}, true, std::make_unique<ConstantSampler>(256, 1));
   auto stream = Submit(Request("r1", RandomPrompt(9), 5));
   RunUntilIdle();
   Result r = Collect(*stream);
@@ -264,15 +261,7 @@ TEST_F(SchedulerTest, UnsampleableSequenceFailsAlone) {
       return st;
     }
   };
-  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
-  executor_ = std::make_unique<FailsSeed7>(256, 1);
-  SchedulerOptions options;
-  options.start_thread = false;
-  options.heartbeat_interval = absl::Hours(1);
-  auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
-                                     nullptr, nullptr);
-  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-  scheduler_ = std::move(*scheduler);
+  Init(256, 1, {}, true, std::make_unique<FailsSeed7>(256, 1));
   v1::GenerateRequest bad = Request("bad", RandomPrompt(9), 6);
   bad.mutable_sampling()->set_seed(7);
   v1::GenerateRequest good = Request("good", RandomPrompt(11), 6);
