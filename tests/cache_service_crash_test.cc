@@ -534,6 +534,24 @@ class CrashTest : public ::testing::Test {
     return -1;
   }
 
+  // Starts the service (snapshot every 5 operations) with snapshot children
+  // that sleep 10 minutes, registers the workers, runs operations until a
+  // child exists and 30 more while it is in flight. Returns the child's pid
+  // (fatal failure when none appeared).
+  pid_t StartWithASnapshotInFlight() {
+    StartService(5, {"--snapshot_test_child_delay_ms=600000"});
+    if (HasFatalFailure()) return -1;
+    RegisterWorkers();
+    if (HasFatalFailure()) return -1;
+    const pid_t child = RunUntilASnapshotChildExists(400);
+    if (child <= 0) {
+      ADD_FAILURE() << "no snapshot child appeared; log:\n" << ReadLog();
+      return -1;
+    }
+    for (int i = 0; i < 30 && !HasFatalFailure(); ++i) RandomOp();
+    return HasFatalFailure() ? -1 : child;
+  }
+
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   std::unique_ptr<RedisServerProcess> redis_;
@@ -663,13 +681,8 @@ namespace {
 // restart restores the Dump taken just before, from the previous snapshot
 // and the untrimmed journal.
 TEST_F(CrashTest, SigtermDuringABackgroundSnapshotExitsCleanlyAndRestores) {
-  ASSERT_NO_FATAL_FAILURE(
-      StartService(5, {"--snapshot_test_child_delay_ms=600000"}));
-  ASSERT_NO_FATAL_FAILURE(RegisterWorkers());
-  const pid_t child = RunUntilASnapshotChildExists(400);
-  ASSERT_GT(child, 0) << "no snapshot child appeared; log:\n" << ReadLog();
-  // More state changes while the snapshot is in flight.
-  for (int i = 0; i < 30; ++i) ASSERT_NO_FATAL_FAILURE(RandomOp());
+  const pid_t child = StartWithASnapshotInFlight();
+  ASSERT_GT(child, 0);
   const std::string before = Dump();
   const int status = service_->Terminate();
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "; log:\n"
@@ -691,12 +704,8 @@ TEST_F(CrashTest, SigtermDuringABackgroundSnapshotExitsCleanlyAndRestores) {
 // equals the Dump before the kill; then snapshots commit again (child delay
 // 0) with traffic, and a second kill -9 restores too.
 TEST_F(CrashTest, KillNineWithABackgroundSnapshotInFlightRestores) {
-  ASSERT_NO_FATAL_FAILURE(
-      StartService(5, {"--snapshot_test_child_delay_ms=600000"}));
-  ASSERT_NO_FATAL_FAILURE(RegisterWorkers());
-  const pid_t child = RunUntilASnapshotChildExists(400);
-  ASSERT_GT(child, 0) << "no snapshot child appeared; log:\n" << ReadLog();
-  for (int i = 0; i < 30; ++i) ASSERT_NO_FATAL_FAILURE(RandomOp());
+  const pid_t child = StartWithASnapshotInFlight();
+  ASSERT_GT(child, 0);
   std::string before = Dump();
   service_->Kill();
   kill(child, SIGKILL);  // the orphan would sleep for 10 minutes
