@@ -13,7 +13,10 @@
 //                being computed there is committed when that request
 //                finishes, possibly just after its last chunk reached the
 //                client, so requests of one group or conversation keep
-//                landing where their prefix is or will be).
+//                landing where their prefix is or will be). A miss homes
+//                the new prefix where it will survive: the worker with the
+//                most room (free + not recently written evictable KV, from
+//                Match's memory state) net of load (CacheAwareOptions).
 //   round_robin  ignores residency and load.
 //   least_load   the worker with the fewest outstanding tokens.
 //   approx_tree  the cache_aware scoring, but with hit lengths from a
