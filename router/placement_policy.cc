@@ -77,8 +77,7 @@ class CacheAwarePolicy : public PlacementPolicy {
     }
     const PlacementDecision d = ChooseByPrefixAndLoad(
         input, hits, options_, rotation_++, hot, assigned);
-    if (d.kind == PlacementDecisionKind::kNoPrefix && assigned < 0 &&
-        options_.miss_affinity_tokens > 0) {
+    if (d.memory_placed && assigned < 0 && options_.miss_affinity_tokens > 0) {
       // Remember where the family was homed (a spill past a loaded home
       // keeps the home; bounded: forget all at 64K families).
       if (family_home_.size() >= (1 << 16)) family_home_.clear();
@@ -395,33 +394,53 @@ PlacementDecision ChooseByPrefixAndLoad(const PlacementInput& input,
     }
     const bool memory_aware = options.memory_weight > 0 && memory_known &&
                               hot_tokens.size() == n && n > 1;
+    // Workers with room for the new prefix (the whole prompt) whose load is
+    // within the guard's absolute threshold of the least loaded.
+    std::vector<bool> fits(n, false);
+    std::vector<double> room(n, 0);
+    size_t num_fit = 0;
+    if (memory_aware) {
+      for (size_t i = 0; i < n; ++i) {
+        const WorkerCandidate& c = input.candidates[i];
+        // Hot data is resident: at most the evictable slots (the rest of
+        // what was written is protected, or gone, e.g. after a flush).
+        room[i] =
+            static_cast<double>(c.free_slots + c.evictable_slots -
+                                std::min(hot_tokens[i], c.evictable_slots));
+        fits[i] = room[i] >= static_cast<double>(prompt) &&
+                  c.load_tokens - least_load <= options.balance_abs_tokens;
+        if (fits[i]) ++num_fit;
+      }
+    }
     if (memory_aware && assigned_home >= 0 &&
         assigned_home < static_cast<int>(n) &&
         input.candidates[assigned_home].load_tokens - least_load <=
             options.miss_affinity_slack_tokens) {
-      // The family was homed before (its prefix since evicted): back home.
+      // The family was homed by memory before (its prefix since evicted):
+      // back home.
       d.index = assigned_home;
       d.score = score_of(d.index);
-    } else if (memory_aware) {
-      // Memory-aware miss: the most room for a new prefix, net of load.
+      d.memory_placed = true;
+    } else if (memory_aware && num_fit > 0 && num_fit < n) {
+      // Some workers have room for the new prefix and some do not: the
+      // lowest load_weight * load - memory_weight * room among those that
+      // do. (When all or none do, memory does not discriminate and the
+      // rendezvous home below keeps families together.)
       double best_miss = std::numeric_limits<double>::infinity();
       for (size_t j = 0; j < n; ++j) {
         const size_t i = (j + rotation) % n;
-        const WorkerCandidate& c = input.candidates[i];
-        // Hot data is resident: at most the evictable slots (the rest of
-        // what was written is protected, or gone, e.g. after a flush).
-        const double room =
-            static_cast<double>(c.free_slots + c.evictable_slots -
-                                std::min(hot_tokens[i], c.evictable_slots));
+        if (!fits[i]) continue;
         const double s =
-            options.load_weight * static_cast<double>(c.load_tokens) -
-            options.memory_weight * room;
+            options.load_weight *
+                static_cast<double>(input.candidates[i].load_tokens) -
+            options.memory_weight * room[i];
         if (s < best_miss) {
           best_miss = s;
           d.index = static_cast<int>(i);
         }
       }
       d.score = score_of(d.index);
+      d.memory_placed = true;
     } else if (options.miss_affinity_tokens > 0 && n > 1) {
       const int home = HomeWorker(input, options.miss_affinity_tokens);
       if (input.candidates[home].load_tokens - least_load <=

@@ -90,6 +90,8 @@ struct PlacementDecision {
   int64_t predicted_hit_tokens = 0;
   // Score of the chosen worker (lower is better; 0 for policies without one).
   double score = 0;
+  // cache_aware: a miss placed by memory (room), not by the rendezvous home.
+  bool memory_placed = false;
 };
 
 struct PlacementInput {
@@ -126,8 +128,9 @@ struct PlacementInput {
 // `miss_affinity_tokens` of the prompt) homes a NEW prefix, and it should go
 // where that prefix will survive, not onto a worker whose pool is already
 // full of other hot prefixes (there LRU would evict it, or them, before
-// their reuse). Instead of the rendezvous home, the miss goes to the worker
-// with the lowest
+// their reuse). When some workers have room for the whole prompt and others
+// do not (and the fitting ones' load is within `balance_abs_tokens` of the
+// least loaded), the miss goes to the fitting worker with the lowest
 //   miss_score(w) = load_weight * load_tokens(w) - memory_weight * room(w)
 //   room(w) = free_slots(w) + evictable_slots(w)
 //             - min(hot_tokens(w), evictable_slots(w))          [tokens]
@@ -136,11 +139,12 @@ struct PlacementInput {
 // predicted hit + max_new_tokens): evictable data written recently is what
 // LRU keeps and what is reused next, so room is the reclaimable memory that
 // is NOT recently used (free + cold evictable; protected slots, held by
-// running requests, are never room). The policy remembers where each
-// prompt family (the hash of its first miss_affinity_tokens tokens) was
-// homed: a later miss of the family (its prefix was evicted) returns there
-// while that worker's load is within miss_affinity_slack_tokens of the least
-// loaded one, so families do not migrate and unbalance the pools. The
+// running requests, are never room). When all or none fit, memory does not
+// discriminate and the rendezvous home applies. The policy remembers where
+// each prompt family (the hash of its first miss_affinity_tokens tokens) was
+// homed by memory: a later miss of the family (its prefix was evicted) returns
+// there while that worker's load is within miss_affinity_slack_tokens of the
+// least loaded one, so families do not migrate and unbalance the pools. The
 // imbalance guard still applies. Hits are unchanged: they go to the worker
 // holding the prefix.
 struct CacheAwareOptions {

@@ -178,6 +178,7 @@ TEST(PlacementPolicyTest, MemoryAwareMissAvoidsAPoolFullOfHotData) {
     const PlacementDecision d =
         ChooseByPrefixAndLoad(in, hits, options, rotation, {2900, 0});
     EXPECT_EQ(d.index, 1) << rotation;
+    EXPECT_TRUE(d.memory_placed);
     EXPECT_EQ(d.kind, PlacementDecisionKind::kNoPrefix);
     EXPECT_DOUBLE_EQ(d.score, 417.0 + 100.0);
     // Mirrored: the hot one is b.
@@ -191,9 +192,22 @@ TEST(PlacementPolicyTest, MemoryAwareMissAvoidsAPoolFullOfHotData) {
   in.candidates = {WithMemory(Worker("a", 0, 100), 3072, 64, 3008),
                    WithMemory(Worker("b", 0, 600), 3072, 64, 3008)};
   EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, options, 0, {2900, 0}).index, 1);
-  // ... but not one of 3,000 (a's miss score 100 - 172 < b's 3100 - 3072).
+  // ... but b is not eligible when its load exceeds the least loaded's by
+  // more than balance_abs_tokens (1,024): the rendezvous home within its
+  // 64-token slack, i.e. a (b, loaded, is never within it).
   in.candidates[1].load_tokens = 3100;
-  EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, options, 0, {2900, 0}).index, 0);
+  const PlacementDecision loaded =
+      ChooseByPrefixAndLoad(in, hits, options, 0, {2900, 0});
+  EXPECT_EQ(loaded.index, 0);
+  EXPECT_FALSE(loaded.memory_placed);
+  // Both pools have room for the prompt: memory does not discriminate, the
+  // rendezvous home applies (the same for both hot vectors).
+  in.candidates[1].load_tokens = 100;
+  const PlacementDecision both =
+      ChooseByPrefixAndLoad(in, hits, options, 0, {0, 0});
+  EXPECT_FALSE(both.memory_placed);
+  EXPECT_EQ(ChooseByPrefixAndLoad(in, hits, options, 1, {100, 0}).index,
+            both.index);
   // memory_weight 0: the rendezvous home, the same for both hot vectors.
   CacheAwareOptions no_memory;
   no_memory.memory_weight = 0;
@@ -206,52 +220,60 @@ TEST(PlacementPolicyTest, CacheAwareHomesNewPrefixesByRoomAndHitsStayPut) {
   CacheAwareOptions options;
   options.load_weight = 0.0;  // hits win on prefix alone; the guard remains
   auto policy = Make("cache_aware", options);
-  // Pools of 1,024 slots, empty. Miss 1 (a new 400-token prefix) goes
-  // somewhere; the router counts the 400 + 16 tokens it will write there as
-  // hot, so miss 2 (another new prefix) goes to the other worker (room 1,024
-  // against 608 + 416 - 416, whatever the rotation).
-  std::vector<int32_t> first = Prompt(400, 0);
-  std::vector<int32_t> second = Prompt(400, 10000);
+  // Pools of 1,024 slots, empty. Miss 1 (a new 600-token prefix) fits both:
+  // its rendezvous home. The router counts the 600 + 16 tokens it will write
+  // there as hot, so miss 2 (another new prefix) fits only the other worker
+  // (room 408 + 616 - 616 vs 1,024) and goes there, whatever the rotation.
+  std::vector<int32_t> first = Prompt(600, 0);
+  std::vector<int32_t> second = Prompt(600, 10000);
   PlacementInput in;
   in.max_new_tokens = 16;
   in.tokens = first;
   in.candidates = {WithMemory(Worker("a", 0, 0), 1024, 1024, 0),
                    WithMemory(Worker("b", 0, 0), 1024, 1024, 0)};
-  const int home1 = policy->Choose(in)->index;
-  // Its 416 tokens are committed there (evictable) and hot.
-  in.candidates[home1].free_slots = 1024 - 416;
-  in.candidates[home1].evictable_slots = 416;
+  auto d1 = policy->Choose(in);
+  EXPECT_FALSE(d1->memory_placed);
+  const int home1 = d1->index;
+  const int other = 1 - home1;
+  in.candidates[home1].free_slots = 1024 - 616;
+  in.candidates[home1].evictable_slots = 616;
   in.tokens = second;
   auto d2 = policy->Choose(in);
-  EXPECT_EQ(d2->index, 1 - home1);
+  EXPECT_EQ(d2->index, other);
   EXPECT_EQ(d2->kind, PlacementDecisionKind::kNoPrefix);
-  // The first prefix was evicted (no match anywhere) and its home has less
-  // room now: the family's miss still returns home (no migration).
-  in.tokens = first;
-  in.candidates[home1].free_slots = 0;
-  in.candidates[home1].evictable_slots = 512;
+  EXPECT_TRUE(d2->memory_placed);
+  // The second prefix was evicted (no match anywhere) and its worker has no
+  // room now while home1 has: the family's miss still returns to where it
+  // was homed (no migration).
+  in.candidates[other].free_slots = 0;
+  in.candidates[other].evictable_slots = 512;
+  in.candidates[home1].free_slots = 1024;
+  in.candidates[home1].evictable_slots = 0;
   auto again = policy->Choose(in);
-  EXPECT_EQ(again->index, home1);
+  EXPECT_EQ(again->index, other);
   EXPECT_EQ(again->kind, PlacementDecisionKind::kNoPrefix);
-  // ... unless the home is loaded beyond the 64-token slack.
-  in.candidates[home1].load_tokens = 200;
-  EXPECT_EQ(policy->Choose(in)->index, 1 - home1);
-  in.candidates[home1].load_tokens = 0;
-  EXPECT_EQ(policy->Choose(in)->index, home1);  // the home was kept
+  // ... unless it is loaded beyond the 64-token slack.
+  in.candidates[other].load_tokens = 200;
+  EXPECT_EQ(policy->Choose(in)->index, home1);
+  in.candidates[other].load_tokens = 0;
+  EXPECT_EQ(policy->Choose(in)->index, other);  // the home was kept
   // A hit goes to the holder although the other worker has more room.
-  in.candidates[home1].matched_tokens = 384;
+  in.tokens = first;
+  in.candidates[home1].matched_tokens = 584;
   in.candidates[home1].free_slots = 0;
   in.candidates[home1].evictable_slots = 1024;
+  in.candidates[other].free_slots = 1024;
+  in.candidates[other].evictable_slots = 0;
   auto hit = policy->Choose(in);
   EXPECT_EQ(hit->index, home1);
   EXPECT_EQ(hit->kind, PlacementDecisionKind::kPrefixHit);
-  EXPECT_EQ(hit->predicted_hit_tokens, 384);
+  EXPECT_EQ(hit->predicted_hit_tokens, 584);
   // ... unless the imbalance guard trips (load 3,000 vs 100: > 1,024 and
   // > 2x).
   in.candidates[home1].load_tokens = 3000;
-  in.candidates[1 - home1].load_tokens = 100;
+  in.candidates[other].load_tokens = 100;
   auto guarded = policy->Choose(in);
-  EXPECT_EQ(guarded->index, 1 - home1);
+  EXPECT_EQ(guarded->index, other);
   EXPECT_EQ(guarded->kind, PlacementDecisionKind::kLoadGuard);
 }
 
