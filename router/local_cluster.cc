@@ -214,21 +214,29 @@ bool HealthServing(const std::string& address, absl::Duration timeout) {
   return bytes == std::string("\x08\x01", 2);
 }
 
-int PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
+std::vector<int> PickFreePorts(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    int port = 0;
+    if (fd >= 0 &&
+        ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      socklen_t len = sizeof(addr);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      port = ntohs(addr.sin_port);
+    }
+    if (fd >= 0) fds.push_back(fd);
+    ports.push_back(port);
   }
-  ::close(fd);
-  return port;
+  for (int fd : fds) ::close(fd);
+  return ports;
 }
+
+int PickFreePort() { return PickFreePorts(1)[0]; }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     LocalClusterOptions options) {
@@ -250,8 +258,12 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   }
   std::unique_ptr<LocalCluster> c(new LocalCluster(std::move(options)));
   const LocalClusterOptions& o = c->options_;
+  const int num_ports =
+      4 + o.num_workers + (o.process_metrics ? 1 + o.num_workers : 0);
+  const std::vector<int> free_ports =
+      o.base_port == 0 ? PickFreePorts(num_ports) : std::vector<int>();
   auto port = [&](int offset) {
-    return o.base_port == 0 ? PickFreePort() : o.base_port + offset;
+    return o.base_port == 0 ? free_ports[offset] : o.base_port + offset;
   };
   c->redis_port_ = port(0);
   c->cache_port_ = port(1);

@@ -94,7 +94,14 @@ class ChildProcess {
 // True when `address` answers grpc.health.v1 Check("") with SERVING.
 bool HealthServing(const std::string& address, absl::Duration timeout);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// `n` distinct TCP ports on 127.0.0.1 that were free a moment ago: all n
+// sockets stay bound until every port is known, so the kernel cannot hand
+// out one port twice (picking them one socket at a time once gave the
+// cache service the port just chosen for redis-server). 0 for a port that
+// could not be bound.
+std::vector<int> PickFreePorts(int n);
+
+// PickFreePorts(1)[0].
 int PickFreePort();
 
 struct LocalClusterOptions {

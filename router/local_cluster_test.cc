@@ -59,6 +59,18 @@ SchedState StartAndRead(ChildCpuPriority priority) {
   return s;
 }
 
+// The cluster's ports are picked together: all distinct, all bindable.
+TEST(PickFreePortsTest, PortsOfOnePickAreDistinct) {
+  for (int round = 0; round < 20; ++round) {
+    std::vector<int> ports = PickFreePorts(16);
+    ASSERT_EQ(ports.size(), 16u);
+    for (int p : ports) EXPECT_GT(p, 0);
+    std::sort(ports.begin(), ports.end());
+    EXPECT_EQ(std::adjacent_find(ports.begin(), ports.end()), ports.end())
+        << "a port was handed out twice in round " << round;
+  }
+}
+
 TEST(CpuSchedulingClassTest, ParsesNamesAndRejectsOthers) {
   for (const char* name : {"normal", "batch", "idle"}) {
     auto c = ParseCpuSchedulingClass(name);
