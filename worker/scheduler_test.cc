@@ -31,16 +31,18 @@ struct Result {
 class SchedulerTest : public ::testing::Test {
  protected:
   // `executor`: a FakeModelExecutor subclass of the same capacity and page
-  // size; null = a plain FakeModelExecutor.
+  // size; null = a plain FakeModelExecutor. `heartbeat_interval`: the
+  // scheduler's heartbeat thread period (an hour = no heartbeat in a test).
   void Init(int64_t capacity, int32_t page_size, SchedulerOptions options = {},
             bool with_cache = true,
-            std::unique_ptr<FakeModelExecutor> executor = nullptr) {
+            std::unique_ptr<FakeModelExecutor> executor = nullptr,
+            absl::Duration heartbeat_interval = absl::Hours(1)) {
     cache_ = std::make_unique<FakeKvCacheClient>(capacity, page_size);
     executor_ = executor != nullptr
                     ? std::move(executor)
                     : std::make_unique<FakeModelExecutor>(capacity, page_size);
     options.start_thread = false;
-    options.heartbeat_interval = absl::Hours(1);
+    options.heartbeat_interval = heartbeat_interval;
     auto scheduler = Scheduler::Create(options, executor_.get(),
                                        with_cache ? cache_.get() : nullptr,
                                        nullptr, nullptr);
@@ -976,17 +978,8 @@ TEST_F(SchedulerTest, DrainDeadlineEndsRunningRequestsWithUnavailable) {
 }
 
 TEST_F(SchedulerTest, LostLeaseIsRecomputed) {
-  SchedulerOptions options;
-  Init(256, 1, options);
   // A heartbeat thread with a short period reports the lease lost.
-  scheduler_.reset();
-  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
-  options.start_thread = false;
-  options.heartbeat_interval = absl::Milliseconds(5);
-  auto created = Scheduler::Create(options, executor_.get(), cache_.get(),
-                                   nullptr, nullptr);
-  ASSERT_TRUE(created.ok());
-  scheduler_ = std::move(*created);
+  Init(256, 1, {}, true, nullptr, absl::Milliseconds(5));
   std::vector<int32_t> prompt = RandomPrompt(7);
   auto stream = Submit(Request("r", prompt, 8));
   scheduler_->Step();
@@ -1005,16 +998,7 @@ TEST_F(SchedulerTest, LostLeaseIsRecomputed) {
 }
 
 TEST_F(SchedulerTest, ReRegistersWithFreshEpochWhenTheServiceForgetsIt) {
-  SchedulerOptions options;
-  Init(256, 1, options);
-  scheduler_.reset();
-  cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
-  options.start_thread = false;
-  options.heartbeat_interval = absl::Milliseconds(5);
-  auto created = Scheduler::Create(options, executor_.get(), cache_.get(),
-                                   nullptr, nullptr);
-  ASSERT_TRUE(created.ok());
-  scheduler_ = std::move(*created);
+  Init(256, 1, {}, true, nullptr, absl::Milliseconds(5));
   const int64_t first_epoch = cache_->epoch();
   std::vector<int32_t> prompt = RandomPrompt(9);
   auto stream = Submit(Request("r", prompt, 10));
