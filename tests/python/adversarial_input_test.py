@@ -38,6 +38,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import radixkv_stubs  # noqa: E402
+from loopback_process import ServiceProcess, free_port  # noqa: E402
 
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
 STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
@@ -58,65 +59,21 @@ SEED = int(os.environ.get("RADIXKV_TEST_SEED", "0")) or random.randrange(1, 2**3
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Large enough for the oversized-input cases.
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", 64 << 20),
+                   ("grpc.max_receive_message_length", 64 << 20)]
 
 
 def channel(port):
-    return grpc.insecure_channel(
-        "127.0.0.1:%d" % port,
-        options=[("grpc.max_send_message_length", 64 << 20),
-                 ("grpc.max_receive_message_length", 64 << 20)])
+    return grpc.insecure_channel("127.0.0.1:%d" % port,
+                                 options=CHANNEL_OPTIONS)
 
 
-class Process:
-    """A binary as a subprocess, its output in a temp file."""
-
-    def __init__(self, args):
-        self.args = args
-        self.log = tempfile.NamedTemporaryFile(prefix="radixkv_adv_",
-                                               suffix=".log", delete=False)
-        self.proc = subprocess.Popen(args, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-    def output(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()[-4000:]
-
-    def wait_serving(self, port, timeout_s=30.0):
-        deadline = time.time() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError("exited early:\n" + self.output())
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise AssertionError("port closed:\n" + self.output())
-                time.sleep(0.05)
-        ch = channel(port)
-        health = STUBS.health_pb2_grpc.HealthStub(ch)
-        while time.time() < deadline:
-            try:
-                if (health.Check(STUBS.health_pb2.HealthCheckRequest(),
-                                 timeout=1).status ==
-                        STUBS.health_pb2.HealthCheckResponse.SERVING):
-                    return ch
-            except grpc.RpcError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("not serving:\n" + self.output())
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+def Process(args):
+    """A binary as a subprocess (loopback_process.ServiceProcess)."""
+    return ServiceProcess(args, STUBS, log_prefix="radixkv_adv_",
+                          channel_options=CHANNEL_OPTIONS,
+                          output_tail_chars=4000)
 
 
 def request(ids=None, text=None, max_new_tokens=4, request_id="", **sampling):

@@ -19,17 +19,12 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import radixkv_stubs  # noqa: E402
+from loopback_process import free_port  # noqa: E402
 
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
 STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
 CS = STUBS.cache_service_pb2
 BINARY = os.path.join(ROOT, "cache_service/cache_service")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class CacheService:

@@ -4,7 +4,6 @@ exits 0 on SIGTERM."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import radixkv_stubs  # noqa: E402
+from loopback_process import free_port  # noqa: E402
 
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
 STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
@@ -22,12 +22,6 @@ BINARIES = {
     "router": os.path.join(ROOT, "router/router"),
     "worker": os.path.join(ROOT, "worker/worker"),
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_serving(port, timeout_s=30.0):

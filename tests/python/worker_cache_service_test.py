@@ -14,11 +14,7 @@ client generated from proto/:
 """
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -28,6 +24,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import radixkv_stubs  # noqa: E402
+from loopback_process import ServiceProcess, free_port  # noqa: E402
 
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
 STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
@@ -56,68 +53,9 @@ NEXT_TURN_IDS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Process:
-    """A binary as a subprocess, its output in a temp file."""
-
-    def __init__(self, args):
-        self.log = tempfile.NamedTemporaryFile(prefix="radixkv_", suffix=".log",
-                                               delete=False)
-        self.proc = subprocess.Popen(args, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-    def output(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def wait_serving(self, port, timeout_s=30.0):
-        deadline = time.time() + timeout_s
-        # Wait for the port with plain TCP first: a gRPC channel that dials a
-        # closed port backs off for seconds before it retries.
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError("exited early:\n" + self.output())
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise AssertionError("port closed:\n" + self.output())
-                time.sleep(0.05)
-        channel = grpc.insecure_channel("127.0.0.1:%d" % port)
-        health = STUBS.health_pb2_grpc.HealthStub(channel)
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError("exited early:\n" + self.output())
-            try:
-                reply = health.Check(STUBS.health_pb2.HealthCheckRequest(),
-                                     timeout=1)
-                if reply.status == STUBS.health_pb2.HealthCheckResponse.SERVING:
-                    return channel
-            except grpc.RpcError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("not serving:\n" + self.output())
-
-    def stop(self):
-        """SIGTERM; returns (exit code, output)."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        return self.proc.returncode, self.output()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+def Process(args):
+    """A binary as a subprocess (loopback_process.ServiceProcess)."""
+    return ServiceProcess(args, STUBS)
 
 
 def generate(stub, ids=None, text=None, max_new_tokens=16, ignore_eos=False,
