@@ -85,6 +85,25 @@ def worker_epoch(stub):
         return 0
 
 
+def start_registered_worker(test, cache_port, worker_id, *flags):
+    """Starts the worker binary against the cache service on cache_port
+    (extra flags appended), killed at `test`'s cleanup, and waits until it has
+    registered. Returns (process, Worker stub)."""
+    port = free_port()
+    worker = Process([
+        WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
+        "--metrics_port=0", "--cache_service=127.0.0.1:%d" % cache_port,
+        "--worker_id=" + worker_id
+    ] + list(flags))
+    test.addCleanup(worker.kill)
+    stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
+    deadline = time.time() + 30
+    while not worker_epoch(stub):
+        test.assertLess(time.time(), deadline, worker.output())
+        time.sleep(0.05)
+    return worker, stub
+
+
 class WorkerWithCacheServiceTest(unittest.TestCase):
 
     @classmethod
@@ -351,19 +370,10 @@ class SmallPoolTest(unittest.TestCase):
         ])
         self.addCleanup(cache.kill)
         cache.wait_serving(cache_port)
-        port = free_port()
-        worker = Process([
-            WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
-            "--metrics_port=0", "--cache_service=127.0.0.1:%d" % cache_port,
-            "--worker_id=small-pool", "--page_size=16",
-            "--kv_capacity_tokens=320", "--grow_tokens=16", "--threads=2"
-        ])
-        self.addCleanup(worker.kill)
-        stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
-        deadline = time.time() + 30
-        while not worker_epoch(stub):
-            self.assertLess(time.time(), deadline, worker.output())
-            time.sleep(0.05)
+        worker, stub = start_registered_worker(self, cache_port, "small-pool",
+                                               "--page_size=16",
+                                               "--kv_capacity_tokens=320",
+                                               "--grow_tokens=16", "--threads=2")
 
         prompts = [PROMPT_IDS[:20 + 7 * i] for i in range(4)]
         alone = [
@@ -409,18 +419,8 @@ class CacheServiceRestartTest(unittest.TestCase):
         cache = Process(args)
         self.addCleanup(lambda: cache.kill())
         cache.wait_serving(cache_port)
-        port = free_port()
-        worker = Process([
-            WORKER, "--bind_address=127.0.0.1", "--grpc_port=%d" % port,
-            "--metrics_port=0", "--cache_service=127.0.0.1:%d" % cache_port,
-            "--worker_id=restart", "--threads=2"
-        ])
-        self.addCleanup(worker.kill)
-        stub = STUBS.worker_pb2_grpc.WorkerStub(worker.wait_serving(port))
-        deadline = time.time() + 30
-        while not worker_epoch(stub):
-            self.assertLess(time.time(), deadline, worker.output())
-            time.sleep(0.05)
+        worker, stub = start_registered_worker(self, cache_port, "restart",
+                                               "--threads=2")
         first_epoch = stub.GetStats(WK.WorkerStatsRequest(), timeout=5).epoch
         before, _, _ = generate(stub, ids=PROMPT_IDS, max_new_tokens=8)
 
