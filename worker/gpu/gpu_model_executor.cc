@@ -655,16 +655,8 @@ absl::Status GpuModelExecutor::ForwardSample(
     params[b].step = s.step;
   }
   RETURN_IF_ERROR(ForwardSample(batch, params, token_ids));
-  const int32_t vocab = config().vocab_size;
   for (size_t b = 0; b < sampling.size(); ++b) {
-    int32_t& t = (*token_ids)[b];
-    if (!sampling[b].needs_token) {
-      t = -1;
-    } else if (t < 0 || t >= vocab) {
-      // The device argmax lets no NaN win: a row without any finite logit
-      // yields no index. Only that sequence fails (ModelExecutor contract).
-      t = kSamplingFailedToken;
-    }
+    if (!sampling[b].needs_token) (*token_ids)[b] = -1;
   }
   return absl::OkStatus();
 }

@@ -147,7 +147,10 @@ class GpuModelExecutor final : public ModelExecutor {
   // host. host_sampler is ignored; the random stream is keyed by (seed,
   // step), so a seed reproduces on this backend but draws other tokens than
   // the host Sampler. Rows with needs_token false are computed greedily and
-  // reported as -1.
+  // reported as -1. Unlike the host path, NaN logits are skipped rather than
+  // reported: a row with no finite logit yields token 0, never
+  // kSamplingFailedToken (ArgmaxKernel / SampleKernel write 0 for it;
+  // reporting it is a kernel change not yet run on the device).
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const SequenceSampling> sampling,
                              std::vector<int32_t>* token_ids) override;
