@@ -20,6 +20,10 @@
 #include "worker/model/safetensors_reader.h"
 
 namespace radixkv::worker {
+
+static_assert(gpu::kDeviceSamplingFailedToken == kSamplingFailedToken,
+              "the device kernels report a NaN row with the host's value");
+
 namespace {
 
 using gpu::BlasDataType;

@@ -147,10 +147,10 @@ class GpuModelExecutor final : public ModelExecutor {
   // host. host_sampler is ignored; the random stream is keyed by (seed,
   // step), so a seed reproduces on this backend but draws other tokens than
   // the host Sampler. Rows with needs_token false are computed greedily and
-  // reported as -1. Unlike the host path, NaN logits are skipped rather than
-  // reported: a row with no finite logit yields token 0, never
-  // kSamplingFailedToken (ArgmaxKernel / SampleKernel write 0 for it;
-  // reporting it is a kernel change not yet run on the device).
+  // reported as -1. As on the host path, a row that needs a token and whose
+  // logits contain a NaN gets kSamplingFailedToken (the kernels write
+  // gpu::kDeviceSamplingFailedToken) and the call still succeeds, so the
+  // scheduler fails that sequence alone.
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const SequenceSampling> sampling,
                              std::vector<int32_t>* token_ids) override;
@@ -159,7 +159,8 @@ class GpuModelExecutor final : public ModelExecutor {
   // batch must not ask for return_all_logits). params: [B]. Only the token
   // ids cross to the host, unless `logits` is non-null. Per row: temperature
   // 0 = argmax (lowest id on ties); else temperature, top-k, top-p and one
-  // draw from SplitMix64(seed ^ SplitMix64(step)) (model_kernels.hip).
+  // draw from SplitMix64(seed ^ SplitMix64(step)) (model_kernels.hip). A
+  // row whose logits contain a NaN gets kSamplingFailedToken.
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const GpuSamplingParams> params,
                              std::vector<int32_t>* tokens,

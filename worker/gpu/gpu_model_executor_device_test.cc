@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -616,6 +618,89 @@ TEST(GpuExecutor, ServingPathSamplesOnTheDevice) {
   ss[0].top_p = 0.0f;
   EXPECT_EQ(base->ForwardSample(b, ss, &via_interface).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Overwrites row `token` of model.embed_tokens.weight (F32) in a safetensors
+// file with NaN.
+void PoisonEmbeddingRow(const std::string& path, int32_t token) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  uint64_t header_len = 0;
+  f.read(reinterpret_cast<char*>(&header_len), sizeof(header_len));
+  std::string header(header_len, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  const Json tensor = Json::parse(header).at("model.embed_tokens.weight");
+  ASSERT_EQ(tensor.at("dtype"), "F32");
+  const int64_t hidden = tensor.at("shape")[1];
+  const std::vector<float> nan_row(hidden, std::nanf(""));
+  f.seekp(static_cast<std::streamoff>(
+      8 + header_len + tensor.at("data_offsets")[0].get<int64_t>() +
+      int64_t{token} * hidden * 4));
+  f.write(reinterpret_cast<const char*>(nan_row.data()), hidden * 4);
+  ASSERT_TRUE(f.good());
+}
+
+// A sequence whose logits contain a NaN fails alone, on the device as on the
+// host: kSamplingFailedToken for its row, ordinary tokens for the others,
+// through the argmax kernel (all rows greedy) and the sampling kernel. The
+// NaN comes from the checkpoint: the embedding row of the token that ends
+// sequence 1 is NaN, so that sequence's last hidden state and logits are.
+TEST(GpuExecutor, NanLogitsFailOnlyTheirRow) {
+  const std::filesystem::path src = Shared() + "/golden/models/llama-tiny-fp32";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "nan-embedding-model";
+  std::filesystem::create_directories(dir);
+  for (const auto& entry : std::filesystem::directory_iterator(src)) {
+    std::filesystem::copy_file(
+        entry.path(), dir / entry.path().filename(),
+        std::filesystem::copy_options::overwrite_existing);
+  }
+  constexpr int32_t kPoisoned = kVocab - 1;
+  PoisonEmbeddingRow((dir / "model.safetensors").string(), kPoisoned);
+  auto gpu = MakeGpu(dir.string(), DType::kF32);
+  auto cpu = MakeCpu(dir.string());
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_NE(cpu, nullptr);
+  const uint32_t seed = std::random_device{}();
+  std::printf("NanLogits seed=%u\n", seed);
+  std::mt19937 rng(seed);
+  ForwardBatch b;
+  b.qo_indptr = {0};
+  b.kv_indptr = {0, 0, 0, 0};
+  for (int s = 0; s < 3; ++s) {
+    const int len = 6 + s;
+    for (int i = 0; i < len; ++i) {
+      const bool poison = s == 1 && i == len - 1;
+      b.input_ids.push_back(poison ? kPoisoned : 3 + rng() % (kVocab - 4));
+      b.positions.push_back(i);
+      b.out_cache_loc.push_back(s * 256 + i);
+    }
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+  }
+  for (const float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE(absl::StrCat("temperature ", temperature));
+    std::vector<SequenceSampling> ss(3);
+    for (int s = 0; s < 3; ++s) {
+      ss[s].temperature = temperature;
+      ss[s].seed = seed + s;
+    }
+    std::vector<int32_t> on_gpu(3, 12345), on_cpu(3, 12345);
+    ASSERT_TRUE(static_cast<ModelExecutor*>(gpu.get())
+                    ->ForwardSample(b, ss, &on_gpu)
+                    .ok());
+    ASSERT_TRUE(static_cast<ModelExecutor*>(cpu.get())
+                    ->ForwardSample(b, ss, &on_cpu)
+                    .ok());
+    EXPECT_EQ(on_gpu[1], kSamplingFailedToken);
+    EXPECT_EQ(on_cpu[1], kSamplingFailedToken);
+    for (int s : {0, 2}) {
+      EXPECT_GE(on_gpu[s], 0);
+      EXPECT_LT(on_gpu[s], kVocab);
+      if (temperature == 0.0f) {
+        EXPECT_EQ(on_gpu[s], on_cpu[s]) << s;
+      }
+    }
+  }
 }
 
 // A small case for compute-sanitizer (racecheck instruments every shared

@@ -124,8 +124,15 @@ int LaunchCopyPage(void* const* layer_k, void* const* layer_v,
                    int64_t src_page, int64_t dst_page, int32_t num_tokens,
                    void* stream);
 
+// Token id the sampling kernels write for a row whose logits contain a NaN
+// (a diverged sequence): the same value and meaning as the host path's
+// worker::kSamplingFailedToken (worker/model_executor.h), whose Sampler
+// rejects such a row with "NaN in logits".
+inline constexpr int32_t kDeviceSamplingFailedToken = -2;
+
 // tokens[r] = argmax_v logits[r, v] (lowest index on ties); logits fp32
-// [rows, vocab].
+// [rows, vocab], vocab >= 1. A row containing a NaN gets
+// kDeviceSamplingFailedToken; +-inf are ordinary values.
 int LaunchArgmax(const float* logits, int32_t rows, int32_t vocab,
                  int32_t* tokens, void* stream);
 
@@ -144,7 +151,8 @@ struct DeviceSamplingParams {
 // top-p (keeps tokens whose probability >= the smallest threshold whose kept
 // mass reaches top_p), then one draw from the renormalized kept mass in vocab
 // order with a uniform from hash(seed, step) (SplitMix64). Temperature 0
-// gives the argmax. One block per row.
+// gives the argmax. A row containing a NaN gets kDeviceSamplingFailedToken.
+// One block per row.
 int LaunchSample(const float* logits, int32_t rows, int32_t vocab,
                  const DeviceSamplingParams* params, int32_t* tokens,
                  void* stream);

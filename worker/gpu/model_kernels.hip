@@ -390,17 +390,22 @@ __global__ void __launch_bounds__(kRowThreads)
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float best = -INFINITY;
   int32_t best_i = -1;
+  bool saw_nan = false;
   for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     const float v = row[i];
-    if (v > best || best_i < 0) {
-      if (!(v != v)) {
-        best = v;
-        best_i = i;
-      }
+    saw_nan = saw_nan || v != v;
+    if ((v > best || best_i < 0) && !(v != v)) {
+      best = v;
+      best_i = i;
     }
   }
+  // Also a barrier for BlockArgmax's first shared-memory write.
+  if (__syncthreads_or(saw_nan)) {
+    if (threadIdx.x == 0) tokens[blockIdx.x] = kDeviceSamplingFailedToken;
+    return;
+  }
   BlockArgmax(best, best_i, sv, si);
-  if (threadIdx.x == 0) tokens[blockIdx.x] = best_i < 0 ? 0 : best_i;
+  if (threadIdx.x == 0) tokens[blockIdx.x] = best_i;
 }
 
 // Order-preserving map of a float to uint32 (larger float -> larger key).
@@ -428,16 +433,22 @@ __global__ void __launch_bounds__(kRowThreads)
   // Argmax first: the greedy answer and the fallback of a draw.
   float best = -INFINITY;
   int32_t best_i = -1;
+  bool saw_nan = false;
   for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     const float v = row[i];
+    saw_nan = saw_nan || v != v;
     if ((v > best || best_i < 0) && !(v != v)) {
       best = v;
       best_i = i;
     }
   }
+  if (__syncthreads_or(saw_nan)) {
+    if (threadIdx.x == 0) tokens[blockIdx.x] = kDeviceSamplingFailedToken;
+    return;
+  }
   BlockArgmax(best, best_i, sv, si);
-  if (!(p.temperature > 0.0f) || best_i < 0) {
-    if (threadIdx.x == 0) tokens[blockIdx.x] = best_i < 0 ? 0 : best_i;
+  if (!(p.temperature > 0.0f)) {
+    if (threadIdx.x == 0) tokens[blockIdx.x] = best_i;
     return;
   }
   const float inv_t = 1.0f / p.temperature;
