@@ -729,7 +729,24 @@ constexpr size_t ExtendWgmmaWsSmemBytes() {
          2 * kWsStages * sizeof(uint64_t) + 1024;
 }
 
-template <int D, bool kBf16>
+// Value of lane `src_lane`'s 64-bit `v` (whole warp; NVIDIA only).
+__device__ __forceinline__ int64_t WarpShfl64(int64_t v, int src_lane) {
+  const int32_t lo =
+      __shfl_sync(0xffffffffu, static_cast<int32_t>(v), src_lane);
+  const int32_t hi =
+      __shfl_sync(0xffffffffu, static_cast<int32_t>(v >> 32), src_lane);
+  return static_cast<int64_t>(
+      (static_cast<uint64_t>(static_cast<uint32_t>(hi)) << 32) |
+      static_cast<uint32_t>(lo));
+}
+
+// kLeanProducer (default): each producer warp gathers 16 keys of every tile
+// on its own (lane l computes the K (l < 16) or V (l >= 16) element offset of
+// key 16 * warp + l % 16, shared through warp shuffles, kv_indices two tiles
+// ahead, fully unrolled copy loop, no named barrier). false: the first
+// version (one lane per key, offsets through shared memory and a 128-thread
+// named barrier; RADIXKV_WGMMA_VARIANT=ws-v1).
+template <int D, bool kBf16, bool kLeanProducer>
 __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
 #if RADIXKV_HAS_WGMMA
   constexpr int kN = kWgmmaKeys;
@@ -796,8 +813,96 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
   const int32_t num_tiles = prefix_tiles + extend_tiles;
   constexpr uint32_t kTileBytes = kN * D * 2;
 
+  if (wg == 0 && kLeanProducer) {
+    // ----------------------------------------------------- producer (lean)
+    constexpr int kKeysPerWarp = kN / 4;
+    constexpr int kRowsPerStep = 32 / kChunksPerRow;
+    constexpr int kSteps = kKeysPerWarp / kRowsPerStep;
+    static_assert(kKeysPerWarp == 16 && kSteps * kRowsPerStep == 16);
+    const int my_chunk = lane % kChunksPerRow;
+    const int my_sub = lane / kChunksPerRow;  // row within a step
+    const bool v_lane = lane >= 16;
+    const int my_key = warp * kKeysPerWarp + (lane & 15);
+    const int64_t k_delta =
+        p.g.KOffset(0, kvh, my_chunk * 8) - p.g.KOffset(0, kvh, 0);
+    const int64_t v_delta =
+        p.g.VOffset(0, kvh, my_chunk * 8) - p.g.VOffset(0, kvh, 0);
+    const bool v_strided = p.g.layout == KvLayout::kVllm;
+    const int64_t v_stride = p.g.VDimStride();
+    auto load_slot = [&](int32_t it) -> int64_t {
+      const int32_t key = it * kN + my_key;
+      return (it < prefix_tiles && key < lp) ? p.kv_indices[kv_start + key]
+                                             : int64_t{-1};
+    };
+    int64_t slot_next = load_slot(0);
+    int64_t slot_next2 = load_slot(1);
+    for (int32_t it = 0; it < num_tiles; ++it) {
+      const int stage = it % kStages;
+      if (it >= kStages) {
+        wgmma::MbarrierWait(&empty[stage], ((it / kStages) - 1) & 1);
+      }
+      const bool prefix = it < prefix_tiles;
+      const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+      const int64_t slot = slot_next;
+      slot_next = slot_next2;
+      slot_next2 = load_slot(it + 2);
+      // This lane's key: element offset of (key, kvh, dim 0) in the K (lanes
+      // 0-15) or V (lanes 16-31) source; -1 past the end (zero-fill).
+      int64_t off = -1;
+      if (prefix) {
+        if (slot >= 0) {
+          off = v_lane && v_strided ? p.g.VOffset(slot, kvh, 0)
+                                    : p.g.KOffset(slot, kvh, 0);
+        }
+      } else if (key0 + my_key < le) {
+        off = (static_cast<int64_t>(qo_start + key0 + my_key) * hkv + kvh) * D;
+      }
+      uint16_t* ks = k_tiles + stage * kN * D;
+      uint16_t* vs = v_tiles + stage * kN * D;
+      const uint16_t* ksrc = prefix ? p.k_cache : p.k_ext;
+      const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
+      const int64_t kd = prefix ? k_delta : my_chunk * 8;
+      const int64_t vd = prefix ? v_delta : my_chunk * 8;
+#pragma unroll
+      for (int step = 0; step < kSteps; ++step) {
+        const int row = step * kRowsPerStep + my_sub;  // key within the warp
+        const int64_t kb = WarpShfl64(off, row);
+        const int64_t vb = WarpShfl64(off, 16 + row);
+        const int so =
+            wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
+        mma::CpAsync16(ks + so, ksrc + (kb >= 0 ? kb + kd : 0), kb >= 0);
+        if (!(prefix && v_strided)) {
+          mma::CpAsync16(vs + so, vsrc + (vb >= 0 ? vb + vd : 0), vb >= 0);
+        } else {
+          uint32_t wv[4] = {0, 0, 0, 0};
+          if (vb >= 0) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              wv[e / 2] |= static_cast<uint32_t>(vsrc[vb + vd + e * v_stride])
+                           << (16 * (e % 2));
+            }
+          }
+          *reinterpret_cast<uint4*>(vs + so) =
+              make_uint4(wv[0], wv[1], wv[2], wv[3]);
+        }
+      }
+      mma::CpAsyncCommit();
+      if (it >= kWsLag) {  // tile it - kWsLag has landed: publish it
+        mma::CpAsyncWait<kWsLag>();
+        wgmma::FenceProxyAsyncShared();
+        wgmma::MbarrierArrive(&full[(it - kWsLag) % kStages]);
+      }
+    }
+    mma::CpAsyncWait<0>();
+    wgmma::FenceProxyAsyncShared();
+    for (int32_t it = num_tiles > kWsLag ? num_tiles - kWsLag : 0;
+         it < num_tiles; ++it) {
+      wgmma::MbarrierArrive(&full[it % kStages]);
+    }
+    return;
+  }
   if (wg == 0) {
-    // ------------------------------------------------------------ producer
+    // ------------------------------------------- producer (first version)
     constexpr int kRowsPerPass = 128 / kChunksPerRow;
     const int my_chunk = tid % kChunksPerRow;
     const int my_row0 = tid / kChunksPerRow;
@@ -1079,21 +1184,28 @@ bool WgmmaBinaryPresent(Kernel kernel) {
 }
 
 // wgmma kernel variant. Default: the warp-specialized kernel
-// (ExtendWgmmaWsKernel). RADIXKV_WGMMA_VARIANT=2wg|2wg-overlap|3wg selects a
+// (ExtendWgmmaWsKernel, lean producer). RADIXKV_WGMMA_VARIANT=ws-v1 selects
+// the first warp-specialized producer; 2wg|2wg-overlap|3wg select a
 // block-synchronous kernel (ExtendWgmmaKernel: 2 or 3 warpgroups, with or
 // without the P V / softmax overlap) for benchmarking (docs/kernel-notes.md).
-enum class WgmmaVariant { kWarpSpecialized, kSync2, kSync2Overlap, kSync3 };
+enum class WgmmaVariant {
+  kWarpSpecialized,
+  kWarpSpecializedV1,
+  kSync2,
+  kSync2Overlap,
+  kSync3
+};
 
+// Read at every launch (one getenv, ~0.1 us) so that the benchmark can switch
+// variants within one process for interleaved A/B runs.
 WgmmaVariant ChosenWgmmaVariant() {
-  static const WgmmaVariant variant = [] {
-    const char* env = std::getenv("RADIXKV_WGMMA_VARIANT");
-    const std::string_view v = env == nullptr ? "" : env;
-    if (v == "2wg") return WgmmaVariant::kSync2;
-    if (v == "2wg-overlap") return WgmmaVariant::kSync2Overlap;
-    if (v == "3wg") return WgmmaVariant::kSync3;
-    return WgmmaVariant::kWarpSpecialized;
-  }();
-  return variant;
+  const char* env = std::getenv("RADIXKV_WGMMA_VARIANT");
+  const std::string_view v = env == nullptr ? "" : env;
+  if (v == "ws-v1") return WgmmaVariant::kWarpSpecializedV1;
+  if (v == "2wg") return WgmmaVariant::kSync2;
+  if (v == "2wg-overlap") return WgmmaVariant::kSync2Overlap;
+  if (v == "3wg") return WgmmaVariant::kSync3;
+  return WgmmaVariant::kWarpSpecialized;
 }
 
 template <int D, int kWG, bool kOverlap, bool kBf16>
@@ -1119,10 +1231,10 @@ int LaunchExtendWgmmaVariant(ExtendParams p, const internal::ExtendLaunch& a,
   return static_cast<int>(hipGetLastError());
 }
 
-template <int D, bool kBf16>
+template <int D, bool kBf16, bool kLeanProducer>
 int LaunchExtendWgmmaWs(ExtendParams p, const internal::ExtendLaunch& a,
                         hipStream_t stream) {
-  auto kernel = ExtendWgmmaWsKernel<D, kBf16>;
+  auto kernel = ExtendWgmmaWsKernel<D, kBf16, kLeanProducer>;
   static const bool present = WgmmaBinaryPresent(kernel);
   if (!present) return -1;
   p.num_m_blocks = (a.max_extend_len + 127) / 128;
@@ -1152,10 +1264,12 @@ int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
         return LaunchExtendWgmmaVariant<D, 3, false, kBf16>(p, a, stream);
       }
       break;
+    case WgmmaVariant::kWarpSpecializedV1:
+      return LaunchExtendWgmmaWs<D, kBf16, false>(p, a, stream);
     case WgmmaVariant::kWarpSpecialized:
       break;
   }
-  return LaunchExtendWgmmaWs<D, kBf16>(p, a, stream);
+  return LaunchExtendWgmmaWs<D, kBf16, true>(p, a, stream);
 }
 #endif
 

@@ -18,6 +18,8 @@
 //
 // Usage: gpu_attention_benchmark [--quick] [--only=decode|extend|cache]
 //                                [--decode-batch=N] [--launch-in-timing]
+//                                [--extend-batch=N] [--extend-rounds=R]
+//                                [--extend-variants=ws,persistent,...]
 // Environment: RADIXKV_EXTEND_WARPS=4|8,
 // RADIXKV_DECODE_PARTITION_SIZE (overrides the heuristic for the (auto) rows).
 #include "worker/kernels/hip/hip_compat.h"
@@ -54,6 +56,13 @@ std::string g_only;
 int g_decode_batch = 0;
 // --launch-in-timing: no spin kernel before the start event.
 bool g_launch_in_timing = false;
+// --extend-batch=N: only the extend shapes with batch size N.
+int g_extend_batch = 0;
+// --extend-variants=A,B,...: time each extend shape once per wgmma variant
+// (RADIXKV_WGMMA_VARIANT set before each measurement), the list repeated
+// --extend-rounds=R times, interleaved, for A/B in one process.
+std::vector<std::string> g_extend_variants;
+int g_extend_rounds = 1;
 
 // Keeps the GPU busy for `cycles` SM clocks (one thread).
 __global__ void SpinKernel(long long cycles) {
@@ -280,6 +289,7 @@ void BenchDecode(int32_t batch, int32_t len, int32_t page_size, double copy_gbs,
 
 void BenchExtend(int32_t batch, int32_t prefix, int32_t extend,
                  double gemm_tflops, std::mt19937_64& rng, bool portable) {
+  if (g_extend_batch != 0 && batch != g_extend_batch) return;
   const int32_t page_size = 16;
   const int32_t pages_per_seq = (prefix + page_size - 1) / page_size;
   const int64_t num_pages =
@@ -320,18 +330,28 @@ void BenchExtend(int32_t batch, int32_t prefix, int32_t extend,
   const double flops =
       4.0 * kD * kHq * batch *
       (double(extend) * prefix + double(extend) * (extend + 1) / 2);
-  const double ms =
-      MedianMs([&](int) { Check(Extend(pool.cache, a, nullptr)); }, 3,
-               portable ? 5 : 30);
   const std::string shape = "B=" + std::to_string(batch) + " p" +
                             std::to_string(prefix) + "+e" +
                             std::to_string(extend);
   // Tensor-core family: wgmma on sm_90a unless RADIXKV_EXTEND_KERNEL=mma.
   const char* family = std::getenv("RADIXKV_EXTEND_KERNEL");
   const bool mma_sync = family != nullptr && std::string(family) == "mma";
-  Report("extend causal", shape,
-         portable ? "portable" : (mma_sync ? "mma.sync" : "wgmma"), ms,
-         flops / (ms * 1e-3) / 1e12, "TFLOP/s", gemm_tflops);
+  std::vector<std::string> variants = {""};
+  if (!portable && !g_extend_variants.empty()) variants = g_extend_variants;
+  const int rounds = variants.size() > 1 ? g_extend_rounds : 1;
+  for (int round = 0; round < rounds; ++round) {
+    for (const std::string& variant : variants) {
+      if (!variant.empty()) setenv("RADIXKV_WGMMA_VARIANT", variant.c_str(), 1);
+      const double ms =
+          MedianMs([&](int) { Check(Extend(pool.cache, a, nullptr)); }, 3,
+                   portable ? 5 : 30);
+      std::string label =
+          portable ? "portable" : (mma_sync ? "mma.sync" : "wgmma");
+      if (!variant.empty()) label += "/" + variant;
+      Report("extend causal", shape, label, ms, flops / (ms * 1e-3) / 1e12,
+             "TFLOP/s", gemm_tflops);
+    }
+  }
 }
 
 // ---------------------------------------------------------- cache movement
@@ -456,6 +476,22 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--launch-in-timing") == 0)
       radixkv::worker::gpu::g_launch_in_timing = true;
+    if (std::strncmp(argv[i], "--extend-batch=", 15) == 0) {
+      radixkv::worker::gpu::g_extend_batch = std::atoi(argv[i] + 15);
+    }
+    if (std::strncmp(argv[i], "--extend-rounds=", 16) == 0) {
+      radixkv::worker::gpu::g_extend_rounds = std::atoi(argv[i] + 16);
+    }
+    if (std::strncmp(argv[i], "--extend-variants=", 18) == 0) {
+      std::string list = argv[i] + 18;
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        radixkv::worker::gpu::g_extend_variants.push_back(
+            list.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+    }
     if (std::strncmp(argv[i], "--only=", 7) == 0) {
       radixkv::worker::gpu::g_only = argv[i] + 7;
     }
