@@ -517,6 +517,15 @@ void CacheServiceImpl::RunMutation(
   absl::Status status = std::move(validation);
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
+    const absl::Time locked = absl::Now();
+    // How long this mutation holds mu_ (Match waits for it), us.
+    auto log_hold = [&] {
+      if (!spdlog::should_log(spdlog::level::debug)) return;
+      spdlog::debug("{} held mu_ from {} us for {} us (waited {} us)",
+                    CacheRpcName(rpc), absl::ToUnixMicros(locked),
+                    absl::ToInt64Microseconds(absl::Now() - locked),
+                    absl::ToInt64Microseconds(locked - start));
+    };
     status = Available();
     if (status.ok()) {
       const int64_t now_ms = NowLocked();
@@ -524,9 +533,11 @@ void CacheServiceImpl::RunMutation(
       if (status.ok() && journal_ != nullptr) {
         // Acknowledged by the journal's callback once durable.
         JournalThenDoneLocked(rpc, start, op, now_ms, request, std::move(done));
+        log_hold();
         return;
       }
     }
+    log_hold();
   }
   if (!status.ok()) response->Clear();
   Observe(rpc, start, status);
@@ -685,9 +696,24 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Match(
     r.cache_salt = request->cache_salt();
     r.tokens = ToVector(request->tokens());
     absl::StatusOr<MatchResult> result;
+    const absl::Time waiting = absl::Now();
+    absl::Time locked;
     {
       absl::ReaderMutexLock lock(&mu_);
+      locked = absl::Now();
       result = state_.Match(r, NowForRead());
+    }
+    if (spdlog::should_log(spdlog::level::debug)) {
+      const auto& md = context->client_metadata();
+      auto id = md.find(kRequestIdMetadataKey);
+      // Phases, us: before the lock, waiting for mu_, matching under it.
+      spdlog::debug(
+          "match {} at {} us: prepare {} + lock_wait {} + match {}",
+          id == md.end() ? std::string("-")
+                         : std::string(id->second.data(), id->second.size()),
+          absl::ToUnixMicros(start), absl::ToInt64Microseconds(waiting - start),
+          absl::ToInt64Microseconds(locked - waiting),
+          absl::ToInt64Microseconds(absl::Now() - locked));
     }
     status = result.status();
     if (result.ok()) {

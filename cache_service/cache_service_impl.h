@@ -94,6 +94,11 @@ enum class JournalOp : uint8_t {
   kSweep = 11,  // ExpireLeases(now) then DropDeadWorkers(now); no payload
 };
 
+// gRPC metadata key of the request id a client (the router) may send with
+// Match; the service only logs it (debug level), to join a Match's phases
+// with the client's.
+inline constexpr char kRequestIdMetadataKey[] = "radixkv-request-id";
+
 // Configuration of the service.
 struct CacheServiceOptions {
   // Options of the core (lease TTL, heartbeat timeout, eviction policy).
