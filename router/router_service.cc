@@ -72,6 +72,9 @@ std::string JoinDistinct(const std::vector<std::string>& errors) {
 // How long a discovered model is used without asking the cache service
 // again (workers serving another model may register meanwhile).
 constexpr absl::Duration kModelDiscoveryTtl = absl::Seconds(2);
+// How often the background discovery retries while nothing is discovered
+// (no worker registered yet, or the cache service unreachable).
+constexpr absl::Duration kModelDiscoveryRetry = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -202,19 +205,19 @@ bool RouterService::RecentlyFailed(const std::string& worker_id) {
 }
 
 void RouterService::RefreshDiscoveredModel() {
-  while (!stop_.WaitForNotificationWithTimeout(kModelDiscoveryTtl / 2)) {
-    bool discovered;
-    {
-      absl::MutexLock lock(&mu_);
-      discovered = !discovered_model_.empty();
+  do {
+    // Errors are the request path's to report (it discovers the model
+    // itself while none is fresh).
+    const absl::Status discovered =
+        DiscoverModel(
+            std::min(options_.cache_service_timeout, kModelDiscoveryTtl / 4))
+            .status();
+    if (stop_.WaitForNotificationWithTimeout(absl::IsUnavailable(discovered)
+                                                 ? kModelDiscoveryRetry
+                                                 : kModelDiscoveryTtl / 2)) {
+      return;
     }
-    // Errors are the request path's to report once the TTL has passed.
-    if (discovered) {
-      DiscoverModel(
-          std::min(options_.cache_service_timeout, kModelDiscoveryTtl / 4))
-          .IgnoreError();
-    }
-  }
+  } while (true);
 }
 
 absl::StatusOr<std::string> RouterService::ResolveModel(
@@ -266,13 +269,16 @@ absl::StatusOr<std::string> RouterService::DiscoverModel(
 
 absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
     const std::string& model, const std::string& cache_salt,
-    const std::vector<int32_t>& tokens, bool* from_match) {
+    const std::vector<int32_t>& tokens, const std::string& request_id,
+    bool* from_match, absl::Duration* rpc_time) {
   *from_match = false;
   std::vector<WorkerCandidate> out;
   grpc::Status st;
   grpc::ClientContext ctx;
+  const absl::Time rpc_start = absl::Now();
   ctx.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
+      absl::ToChronoTime(rpc_start + options_.cache_service_timeout));
+  ctx.AddMetadata(kRequestIdMetadataKey, request_id);
   if (!tokens.empty()) {
     radixkv::v1::MatchRequest req;
     req.set_model(model);
@@ -280,6 +286,7 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
     req.mutable_tokens()->Add(tokens.begin(), tokens.end());
     radixkv::v1::MatchResponse resp;
     st = cache_service_->Match(&ctx, req, &resp);
+    if (rpc_time != nullptr) *rpc_time = absl::Now() - rpc_start;
     if (st.ok()) {
       *from_match = true;
       for (const auto& w : resp.workers()) {
@@ -302,6 +309,7 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
   } else {
     radixkv::v1::StatsResponse stats;
     st = cache_service_->Stats(&ctx, {}, &stats);
+    if (rpc_time != nullptr) *rpc_time = absl::Now() - rpc_start;
     if (st.ok()) {
       for (const auto& w : stats.workers()) {
         if (w.model() != model) continue;
@@ -425,7 +433,9 @@ grpc::Status RouterService::Generate(
     }
   } cleanup{this, flight, request_id};
 
+  const absl::Time prepared = absl::Now();  // parsed, tokenized, registered
   auto model = ResolveModel(request->model());
+  const absl::Time resolved = absl::Now();
   if (!model.ok()) {
     return finish(model.status().code() == absl::StatusCode::kUnavailable
                       ? "no_worker"
@@ -449,7 +459,9 @@ grpc::Status RouterService::Generate(
       if (flight->aborted || flight->client_gone) break;
     }
     bool from_match = false;
-    auto live = LiveWorkers(*model, request->cache_salt(), tokens, &from_match);
+    absl::Duration rpc_time = absl::ZeroDuration();
+    auto live = LiveWorkers(*model, request->cache_salt(), tokens, request_id,
+                            &from_match, &rpc_time);
     if (!live.ok()) {
       if (live.status().code() == absl::StatusCode::kInvalidArgument) {
         return finish("invalid_argument", ToGrpc(live.status()));
@@ -500,10 +512,22 @@ grpc::Status RouterService::Generate(
     const WorkerCandidate target = input.candidates[chosen->index];
     decision = std::string(PlacementDecisionName(chosen->kind));
     if (!routed_once) {
+      const absl::Time decided = absl::Now();
       metrics_->ObserveRouting(
-          policy_name, absl::ToDoubleSeconds(absl::Now() - arrival),
+          policy_name, absl::ToDoubleSeconds(decided - arrival),
           static_cast<int64_t>(tokens.size()), chosen->predicted_hit_tokens);
       routed_once = true;
+      // The phases of the routing latency, us (tracing its tail: join with
+      // the cache service's "match" debug line on the request id).
+      spdlog::debug(
+          "routing {} at {} us: total {} = prepare {} + resolve {} + "
+          "match_rpc {} + other {}",
+          request_id, absl::ToUnixMicros(arrival),
+          absl::ToInt64Microseconds(decided - arrival),
+          absl::ToInt64Microseconds(prepared - arrival),
+          absl::ToInt64Microseconds(resolved - prepared),
+          absl::ToInt64Microseconds(rpc_time),
+          absl::ToInt64Microseconds(decided - resolved - rpc_time));
     }
     const int64_t prefill =
         static_cast<int64_t>(tokens.size()) - chosen->predicted_hit_tokens;

@@ -50,6 +50,11 @@ namespace radixkv::router {
 // when RouterOptions::allow_policy_override is set.
 inline constexpr char kPolicyOverrideMetadataKey[] = "radixkv-placement-policy";
 
+// gRPC metadata key under which the router sends the request id along with
+// its CacheService.Match call (the cache service logs it at debug level, so
+// that a slow routing decision can be joined with the Match that served it).
+inline constexpr char kRequestIdMetadataKey[] = "radixkv-request-id";
+
 struct RouterOptions {
   // host:port of the cache service.
   std::string cache_service_address;
@@ -120,9 +125,13 @@ class RouterService final : public radixkv::v1::Router::Service {
   // Live workers for `model` with their exact match of `tokens` (empty
   // tokens: every live worker, matched 0). Falls back to the last known
   // worker set (matched 0) when the cache service is unreachable.
+  // `request_id` travels as kRequestIdMetadataKey so that the cache
+  // service's debug log can be joined with the router's; `rpc_time` (may be
+  // null) receives the client-side round trip of the Match/Stats call.
   absl::StatusOr<std::vector<WorkerCandidate>> LiveWorkers(
       const std::string& model, const std::string& cache_salt,
-      const std::vector<int32_t>& tokens, bool* from_match);
+      const std::vector<int32_t>& tokens, const std::string& request_id,
+      bool* from_match, absl::Duration* rpc_time);
   // The model to match against when the request leaves it empty: the
   // request's, options_.model, or the discovered one (fresh within
   // kModelDiscoveryTtl; else DiscoverModel on the request's path).
@@ -132,9 +141,12 @@ class RouterService final : public radixkv::v1::Router::Service {
   // without live workers (or an unreachable cache service and nothing
   // discovered before), INVALID_ARGUMENT when several models are served.
   absl::StatusOr<std::string> DiscoverModel(absl::Duration timeout);
-  // Background loop (model_refresher_): once a model was discovered,
-  // rediscovers it every kModelDiscoveryTtl / 2 so that requests do not pay
-  // a Stats round trip on their routing path every kModelDiscoveryTtl.
+  // Background loop (model_refresher_): discovers the model at start-up
+  // (retrying every kModelDiscoveryRetry until a worker has registered) and
+  // then rediscovers it every kModelDiscoveryTtl / 2, so that requests do
+  // not pay a Stats round trip on their routing path: neither the first
+  // ones after start-up (which used to discover it themselves, concurrently)
+  // nor one every kModelDiscoveryTtl.
   void RefreshDiscoveredModel();
   PlacementPolicy* PolicyFor(grpc::ServerContext* context);
   std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(

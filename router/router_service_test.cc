@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
@@ -157,7 +159,10 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   grpc::Status Stats(grpc::ServerContext*, const radixkv::v1::StatsRequest*,
                      radixkv::v1::StatsResponse* out) override {
     absl::MutexLock l(&mu_);
-    if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+    if (down_ || stats_down_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+    }
+    ++stats_calls_;
     for (const Entry& e : entries_) {
       auto* w = out->add_workers();
       w->set_worker_id(e.id);
@@ -173,6 +178,16 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   void set_down(bool down) {
     absl::MutexLock l(&mu_);
     down_ = down;
+  }
+  // Only Stats fails (Match keeps answering).
+  void set_stats_down(bool down) {
+    absl::MutexLock l(&mu_);
+    stats_down_ = down;
+  }
+  // Stats calls answered OK so far.
+  int stats_calls() {
+    absl::MutexLock l(&mu_);
+    return stats_calls_;
   }
   void Set(std::vector<Entry> entries) {
     absl::MutexLock l(&mu_);
@@ -194,7 +209,9 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   absl::Mutex mu_;
   std::vector<Entry> entries_;
   int matches_ = 0;
+  int stats_calls_ = 0;
   bool down_ = false;
+  bool stats_down_ = false;
   std::string last_model_;
 };
 
@@ -320,6 +337,25 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
                       "policy=\"cache_aware\"} 1\n"),
             std::string::npos)
       << text;
+}
+
+// The router discovers the served model in the background from start-up, so
+// that no request pays a Stats round trip on its routing path: a first
+// request succeeds although Stats fails by then.
+TEST_F(RouterServiceTest, DiscoversTheModelBeforeTheFirstRequest) {
+  StartRouter();
+  // Two answered Stats calls: the first one's result is recorded (the
+  // background loop is sequential).
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (cache_.stats_calls() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GE(cache_.stats_calls(), 2) << "no background model discovery";
+  cache_.set_stats_down(true);
+  StreamResult r = Run(Tokens({1, 2, 3}, "req-first"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, std::vector<int32_t>({100, 101, 102}));
+  EXPECT_EQ(cache_.last_model(), "demo");
 }
 
 TEST_F(RouterServiceTest, TextPromptsAreTokenizedOnceAndForwardedAsIds) {
