@@ -863,22 +863,41 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
       const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
       const int64_t kd = prefix ? k_delta : my_chunk * 8;
       const int64_t vd = prefix ? v_delta : my_chunk * 8;
+      // Row address (dim 0) of this lane's key in its source, the source's
+      // base for keys past the end (never read: src-size 0), and a ballot of
+      // the valid lanes, so each copy needs only a shuffle and one add.
+      const uint32_t valid = __ballot_sync(0xffffffffu, off >= 0);
+      const int64_t row_addr = static_cast<int64_t>(reinterpret_cast<uintptr_t>(
+          (v_lane ? vsrc : ksrc) + (off >= 0 ? off : 0)));
+      if (!(prefix && v_strided)) {
 #pragma unroll
-      for (int step = 0; step < kSteps; ++step) {
-        const int row = step * kRowsPerStep + my_sub;  // key within the warp
-        const int64_t kb = WarpShfl64(off, row);
-        const int64_t vb = WarpShfl64(off, 16 + row);
-        const int so =
-            wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
-        mma::CpAsync16(ks + so, ksrc + (kb >= 0 ? kb + kd : 0), kb >= 0);
-        if (!(prefix && v_strided)) {
-          mma::CpAsync16(vs + so, vsrc + (vb >= 0 ? vb + vd : 0), vb >= 0);
-        } else {
+        for (int step = 0; step < kSteps; ++step) {
+          const int row = step * kRowsPerStep + my_sub;  // key within the warp
+          const auto* kp = reinterpret_cast<const uint16_t*>(
+              static_cast<uintptr_t>(WarpShfl64(row_addr, row)));
+          const auto* vp = reinterpret_cast<const uint16_t*>(
+              static_cast<uintptr_t>(WarpShfl64(row_addr, 16 + row)));
+          const int so =
+              wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
+          mma::CpAsync16(ks + so, kp + kd, (valid >> row) & 1u);
+          mma::CpAsync16(vs + so, vp + vd, (valid >> (16 + row)) & 1u);
+        }
+      } else {  // vLLM V (dims strided by page_size): 8 loads per chunk
+#pragma unroll
+        for (int step = 0; step < kSteps; ++step) {
+          const int row = step * kRowsPerStep + my_sub;
+          const auto* kp = reinterpret_cast<const uint16_t*>(
+              static_cast<uintptr_t>(WarpShfl64(row_addr, row)));
+          const auto* vp = reinterpret_cast<const uint16_t*>(
+              static_cast<uintptr_t>(WarpShfl64(row_addr, 16 + row)));
+          const int so =
+              wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
+          mma::CpAsync16(ks + so, kp + kd, (valid >> row) & 1u);
           uint32_t wv[4] = {0, 0, 0, 0};
-          if (vb >= 0) {
+          if ((valid >> (16 + row)) & 1u) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-              wv[e / 2] |= static_cast<uint32_t>(vsrc[vb + vd + e * v_stride])
+              wv[e / 2] |= static_cast<uint32_t>(vp[vd + e * v_stride])
                            << (16 * (e % 2));
             }
           }
