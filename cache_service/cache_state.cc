@@ -737,7 +737,8 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
   AcquireResult result;
   result.evicted_tokens = EvictUntilFree(*worker, new_pages);
   if (terminal != nullptr) {
-    tree->TouchPath(terminal, bit, now_ms, request.priority);
+    tree->TouchPath(terminal, bit, now_ms, request.priority,
+                    /*count_hit=*/true);
   }
 
   Lease lease;

@@ -76,8 +76,8 @@ struct CacheOptions {
   // DropDeadWorkers(). Milliseconds.
   int64_t heartbeat_timeout_ms = 10'000;
   // Which unlocked leaves go first (seed 2.4): kLru (default), kLfu,
-  // kPriority.
-  EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
+  // kPriority, kReuseLru (with its reuse bonus).
+  EvictionPolicy eviction_policy;
   // Grow() rounds num_tokens up to a multiple of this when page_size == 1
   // (amortises Grow calls, design brief step 4). Slots, >= 1.
   int32_t grow_chunk_tokens = 16;

@@ -182,9 +182,12 @@ class Harness {
  public:
   Harness(uint64_t seed, bool record) : rng_(seed), record_(record) {
     CacheOptions options;
-    options.eviction_policy =
+    options.eviction_policy.kind =
         std::array{EvictionPolicyKind::kLru, EvictionPolicyKind::kLfu,
-                   EvictionPolicyKind::kPriority}[Uniform(0, 2)];
+                   EvictionPolicyKind::kPriority,
+                   EvictionPolicyKind::kReuseLru}[Uniform(0, 3)];
+    options.eviction_policy.reuse_bonus_ms =
+        std::array{0, 5, 1000}[Uniform(0, 2)];
     options.lease_ttl_ms = 1000;
     options.heartbeat_timeout_ms = 4000;
     options.grow_chunk_tokens = std::array{1, 4, 16}[Uniform(0, 2)];

@@ -11,9 +11,10 @@ absl::StatusOr<EvictionPolicyKind> ParseEvictionPolicy(std::string_view name) {
   if (name == "lru") return EvictionPolicyKind::kLru;
   if (name == "lfu") return EvictionPolicyKind::kLfu;
   if (name == "priority") return EvictionPolicyKind::kPriority;
+  if (name == "reuse_lru") return EvictionPolicyKind::kReuseLru;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown eviction policy '", std::string(name),
-                   "' (expected lru, lfu or priority)"));
+                   "' (expected lru, lfu, priority or reuse_lru)"));
 }
 
 std::string_view EvictionPolicyName(EvictionPolicyKind kind) {
@@ -24,19 +25,25 @@ std::string_view EvictionPolicyName(EvictionPolicyKind kind) {
       return "lfu";
     case EvictionPolicyKind::kPriority:
       return "priority";
+    case EvictionPolicyKind::kReuseLru:
+      return "reuse_lru";
   }
   return "lru";
 }
 
-EvictionKey MakeEvictionKey(EvictionPolicyKind kind, const EvictionStats& stats,
-                            uint64_t node_id) {
-  switch (kind) {
+EvictionKey MakeEvictionKey(const EvictionPolicy& policy,
+                            const EvictionStats& stats, uint64_t node_id) {
+  switch (policy.kind) {
     case EvictionPolicyKind::kLru:
       return {stats.last_access_ms, 0, node_id};
     case EvictionPolicyKind::kLfu:
       return {stats.hit_count, stats.last_access_ms, node_id};
     case EvictionPolicyKind::kPriority:
       return {stats.priority, stats.last_access_ms, node_id};
+    case EvictionPolicyKind::kReuseLru:
+      return {stats.last_access_ms +
+                  (stats.hit_count > 0 ? policy.reuse_bonus_ms : 0),
+              0, node_id};
   }
   return {stats.last_access_ms, 0, node_id};
 }

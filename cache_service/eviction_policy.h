@@ -20,13 +20,27 @@ namespace radixkv::cache_service {
 
 // lru: least recently used first (default). lfu: fewest hits first, then
 // least recently used. priority: lowest request priority first, then least
-// recently used.
-enum class EvictionPolicyKind { kLru, kLfu, kPriority };
+// recently used. reuse_lru: least recently used, where a leaf that some
+// Acquire has matched (a reused prefix) counts as reuse_bonus_ms more recent
+// than it is, so the unique tails of finished requests, which no request
+// has matched, go before the shared prefixes they hang off (a time-bounded
+// form of segmented LRU: a prefix unused for longer than the bonus loses its
+// protection). router/two_worker_hit_rate_model.py and docs/perf.md show
+// where this matters.
+enum class EvictionPolicyKind { kLru, kLfu, kPriority, kReuseLru };
 
-// Parses "lru", "lfu" or "priority". INVALID_ARGUMENT otherwise.
+// A policy and its parameter. Part of the replayed state: a restarted
+// service must use the same values (CacheOptions).
+struct EvictionPolicy {
+  EvictionPolicyKind kind = EvictionPolicyKind::kLru;
+  // reuse_lru only: how much more recent a reused leaf counts. ms, >= 0.
+  int64_t reuse_bonus_ms = 5'000;
+};
+
+// Parses "lru", "lfu", "priority" or "reuse_lru". INVALID_ARGUMENT otherwise.
 absl::StatusOr<EvictionPolicyKind> ParseEvictionPolicy(std::string_view name);
 
-// "lru", "lfu" or "priority".
+// "lru", "lfu", "priority" or "reuse_lru".
 std::string_view EvictionPolicyName(EvictionPolicyKind kind);
 
 // What the policies look at, per (node, worker) residency.
@@ -45,8 +59,8 @@ struct EvictionKey {
 };
 
 // The key of a residency under a policy.
-EvictionKey MakeEvictionKey(EvictionPolicyKind kind, const EvictionStats& stats,
-                            uint64_t node_id);
+EvictionKey MakeEvictionKey(const EvictionPolicy& policy,
+                            const EvictionStats& stats, uint64_t node_id);
 
 class RadixNode;
 

@@ -57,7 +57,14 @@ ABSL_FLAG(int64_t, snapshot_test_child_delay_ms, 0,
           "Testing only: a background snapshot's child sleeps this long "
           "before serializing. Range [0, 600000].");
 ABSL_FLAG(std::string, eviction_policy, "lru",
-          "Eviction order of unlocked leaves: lru, lfu or priority.");
+          "Eviction order of unlocked leaves: lru, lfu, priority or "
+          "reuse_lru (LRU where a prefix some request has matched counts as "
+          "--eviction_reuse_bonus_ms more recent, so finished requests' "
+          "unique tails go before shared prefixes). Must not change across "
+          "a restart on the same Redis state.");
+ABSL_FLAG(int64_t, eviction_reuse_bonus_ms, 5'000,
+          "reuse_lru only: how much more recent a reused leaf counts, ms. "
+          "Range [0, 86400000].");
 ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20,
           "Longest prompt accepted by Match/Acquire, tokens. Range "
           "[1, 1048576].");
@@ -133,6 +140,10 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
     s = CheckRange("redis_connect_timeout_ms",
                    absl::GetFlag(FLAGS_redis_connect_timeout_ms), 0, 600'000);
   }
+  if (s.ok()) {
+    s = CheckRange("eviction_reuse_bonus_ms",
+                   absl::GetFlag(FLAGS_eviction_reuse_bonus_ms), 0, 86'400'000);
+  }
   if (!s.ok()) return s;
   absl::StatusOr<cs::EvictionPolicyKind> policy =
       cs::ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction_policy));
@@ -155,7 +166,9 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
   options->cache.lease_ttl_ms = absl::GetFlag(FLAGS_lease_ttl_ms);
   options->cache.heartbeat_timeout_ms =
       absl::GetFlag(FLAGS_heartbeat_timeout_ms);
-  options->cache.eviction_policy = *policy;
+  options->cache.eviction_policy = {
+      .kind = *policy,
+      .reuse_bonus_ms = absl::GetFlag(FLAGS_eviction_reuse_bonus_ms)};
   options->cache.grow_chunk_tokens = absl::GetFlag(FLAGS_grow_chunk_tokens);
   options->max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options->snapshot_every_ops = absl::GetFlag(FLAGS_snapshot_every_ops);

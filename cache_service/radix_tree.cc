@@ -52,7 +52,7 @@ std::vector<RadixNode*> RadixNode::SortedChildren() const {
 }
 
 RadixTree::RadixTree(std::string model, std::string cache_salt,
-                     EvictionPolicyKind policy, WorkerContexts* workers,
+                     EvictionPolicy policy, WorkerContexts* workers,
                      uint64_t* next_node_id)
     : model_(std::move(model)),
       cache_salt_(std::move(cache_salt)),
@@ -257,14 +257,14 @@ int64_t RadixTree::PagesProtectedByLockPrefix(const RadixNode* node,
 }
 
 void RadixTree::TouchPath(RadixNode* terminal, int bit, int64_t now_ms,
-                          int32_t priority) {
+                          int32_t priority, bool count_hit) {
   for (RadixNode* node = terminal; node != nullptr && node != &root_;
        node = node->parent_) {
     Residency* r = node->residency(bit);
     const bool queued = Queued(*node, *r);
     if (queued) Dequeue(node, *r);
     r->stats.last_access_ms = std::max(r->stats.last_access_ms, now_ms);
-    ++r->stats.hit_count;
+    if (count_hit) ++r->stats.hit_count;
     r->stats.priority = std::max(r->stats.priority, priority);
     if (queued) Enqueue(node, *r);
   }
@@ -386,7 +386,7 @@ InsertResult RadixTree::Insert(std::span<const int32_t> tokens,
     result.terminal = child;
   }
   if (all_resident) result.resident_before = n;
-  TouchPath(result.terminal, bit, now_ms, priority);
+  TouchPath(result.terminal, bit, now_ms, priority, /*count_hit=*/false);
   return result;
 }
 

@@ -127,9 +127,8 @@ class RadixTree {
  public:
   // node ids come from *next_node_id (shared by all trees, part of the
   // journaled state); workers must outlive the tree.
-  RadixTree(std::string model, std::string cache_salt,
-            EvictionPolicyKind policy, WorkerContexts* workers,
-            uint64_t* next_node_id);
+  RadixTree(std::string model, std::string cache_salt, EvictionPolicy policy,
+            WorkerContexts* workers, uint64_t* next_node_id);
   ~RadixTree();
   RadixTree(const RadixTree&) = delete;
   RadixTree& operator=(const RadixTree&) = delete;
@@ -180,9 +179,11 @@ class RadixTree {
                                      int bit) const;
 
   // Records an access on terminal and its ancestors: last_access_ms = now,
-  // hit_count + 1, priority = max(priority, old).
-  void TouchPath(RadixNode* terminal, int bit, int64_t now_ms,
-                 int32_t priority);
+  // priority = max(priority, old), and hit_count + 1 when `count_hit` (an
+  // Acquire that matched this path; Insert's own touch does not count, so a
+  // leaf no request has matched has hit_count 0).
+  void TouchPath(RadixNode* terminal, int bit, int64_t now_ms, int32_t priority,
+                 bool count_hit);
 
   // Makes tokens[0, n) resident on `bit`, with slots[i] holding position i
   // (page-consistent). Positions already resident keep the tree's slots;
@@ -246,7 +247,7 @@ class RadixTree {
 
   std::string model_;
   std::string cache_salt_;
-  EvictionPolicyKind policy_;
+  EvictionPolicy policy_;
   WorkerContexts* workers_;
   uint64_t* next_node_id_;
   RadixNode root_;

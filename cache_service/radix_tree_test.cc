@@ -20,8 +20,8 @@ class RadixTreeTest : public ::testing::Test {
       queues_.push_back(std::make_unique<EvictionQueue>());
       contexts_[b] = {allocators_[b].get(), queues_[b].get(), 0};
     }
-    tree_ = std::make_unique<RadixTree>("m", "", EvictionPolicyKind::kLru,
-                                        &contexts_, &next_node_id_);
+    tree_ = std::make_unique<RadixTree>("m", "", EvictionPolicy{}, &contexts_,
+                                        &next_node_id_);
   }
   // What a lease does: allocate slots, insert, drop its own references.
   InsertResult Insert(int bit, const std::vector<int32_t>& tokens,
@@ -149,6 +149,55 @@ TEST_F(RadixTreeTest, LockedPathsAreNotEvictableAndTreeShrinksToRoot) {
   EXPECT_EQ(tree_->num_nodes(), 0);
   EXPECT_EQ(allocators_[0]->free_slots(), 4096);
   ExpectInvariants();
+}
+
+// Worker 0's leaves in eviction order (evicting them all).
+std::vector<std::vector<int32_t>> EvictAll(RadixTree* tree,
+                                           EvictionQueue* queue) {
+  std::vector<std::vector<int32_t>> order;
+  while (!queue->empty()) {
+    RadixNode* node = queue->Front().second;
+    order.push_back(node->tokens());
+    tree->EvictLeaf(node, 0);
+  }
+  return order;
+}
+
+TEST_F(RadixTreeTest, HitsCountMatchesNotInsertsAndReuseLruKeepsPrefixes) {
+  for (const EvictionPolicyKind kind :
+       {EvictionPolicyKind::kLru, EvictionPolicyKind::kReuseLru}) {
+    SCOPED_TRACE(EvictionPolicyName(kind));
+    tree_ = std::make_unique<RadixTree>(
+        "m", "", EvictionPolicy{kind, /*reuse_bonus_ms=*/100}, &contexts_,
+        &next_node_id_);
+    // Request A: prefix [1,2,3] + tail [4]. Request B matches the prefix
+    // (an Acquire's touch) and adds tail [5]. Then an unrelated [9,9].
+    Insert(0, {1, 2, 3, 4}, /*now=*/10);
+    const PathMatch m = tree_->MatchWorker(std::vector<int32_t>{1, 2, 3, 5}, 0);
+    ASSERT_EQ(m.matched_tokens, 3);
+    RadixNode* prefix = tree_->LockPrefix(m.path.back(), 3, 0);
+    tree_->TouchPath(prefix, 0, /*now_ms=*/20, 0, /*count_hit=*/true);
+    tree_->UnlockPath(prefix, 0);
+    Insert(0, {1, 2, 3, 5}, /*now=*/20);
+    Insert(0, {9, 9}, /*now=*/30);
+    ASSERT_EQ(prefix->tokens(), (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(prefix->residency(0)->stats.hit_count, 1);
+    for (const auto& [token, child] : prefix->children()) {
+      EXPECT_EQ(child->residency(0)->stats.hit_count, 0) << token;
+    }
+    ExpectInvariants();
+    using V = std::vector<int32_t>;
+    if (kind == EvictionPolicyKind::kLru) {
+      // The prefix, last used at 20, goes before [9,9] (30).
+      EXPECT_EQ(EvictAll(tree_.get(), queues_[0].get()),
+                (std::vector<V>{{4}, {5}, {1, 2, 3}, {9, 9}}));
+    } else {
+      // Reused, it counts as used at 120: the unused [9,9] goes first.
+      EXPECT_EQ(EvictAll(tree_.get(), queues_[0].get()),
+                (std::vector<V>{{4}, {5}, {9, 9}, {1, 2, 3}}));
+    }
+    EXPECT_TRUE(tree_->empty());
+  }
 }
 
 TEST_F(RadixTreeTest, RemoveWorkerKeepsOtherWorkers) {
