@@ -161,13 +161,16 @@ class CacheServiceRpcTest(unittest.TestCase):
 
     def test_check_flags_validates_service_flags(self):
         ok = subprocess.run([BINARY, "--check_flags", "--redis=127.0.0.1:6379",
-                             "--eviction_policy=lfu"],
+                             "--eviction_policy=reuse_lru",
+                             "--eviction_reuse_bonus_ms=2000"],
                             capture_output=True, text=True, timeout=30)
         self.assertEqual(ok.returncode, 0, ok.stderr)
         self.assertIn("flags ok", ok.stdout)
         for flag, word in [("--redis=nohost", "redis"),
                            ("--redis=h:99999", "redis"),
                            ("--eviction_policy=fifo", "eviction_policy"),
+                           ("--eviction_reuse_bonus_ms=-1",
+                            "eviction_reuse_bonus_ms"),
                            ("--lease_ttl_ms=0", "lease_ttl_ms"),
                            ("--heartbeat_timeout_ms=-5", "heartbeat_timeout_ms"),
                            ("--snapshot_every_ops=0", "snapshot_every_ops"),
