@@ -29,6 +29,7 @@
 // query row, warp width from hip_compat.h.
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -60,6 +61,11 @@ struct ExtendParams {
   uint16_t* out;
   float* lse;
   int32_t num_m_blocks;
+  // ExtendWgmmaItemsKernel: sequences, work items (num_m_blocks * Hq * B),
+  // item order (see DecodeExtendItem).
+  int32_t batch_size;
+  int32_t num_items;
+  int32_t heavy_first_order;
   // wgmma kernel: V descriptor leading / stride byte offsets (host-set).
   uint32_t v_desc_lbo;
   uint32_t v_desc_sbo;
@@ -729,6 +735,138 @@ constexpr size_t ExtendWgmmaWsSmemBytes() {
          2 * kWsStages * sizeof(uint64_t) + 1024;
 }
 
+// One consumer warpgroup's step on one 64-key tile (warp-specialized
+// kernels): S = Q K^T (wgmma, both operands in shared memory; q_addr / k_addr
+// / v_addr are shared-memory byte addresses of this warpgroup's 64 Q rows and
+// the stage's K and V tiles), the mask (prefix: key < lp; extend: key <= row)
+// where the tile needs it, the online softmax in base 2 on the accumulators,
+// and O += P V (P from registers). Returns after the P V wgmma completed, so
+// the stage may be released. o/m/l: this thread's accumulator rows.
+template <int D, bool kBf16>
+__device__ __forceinline__ void WsConsumeTile(
+    float (&o)[D / 8 * 4], float (&m)[2], float (&l)[2], uint32_t q_addr,
+    uint32_t k_addr, uint32_t v_addr, bool prefix, int32_t key0, int32_t lp,
+    int32_t warp_row0, int lane, const ExtendParams& p) {
+  constexpr int kN = kWgmmaKeys;
+  constexpr int kBlockM = 128;
+  constexpr int kSTiles = kN / 8;
+  constexpr int kOTiles = D / 8;
+  const int g = lane >> 2, t4 = lane & 3;
+  float s[kSTiles * 4];
+#pragma unroll
+  for (int i = 0; i < kSTiles * 4; ++i) s[i] = 0.0f;
+  wgmma::FenceRegisters(s);
+  wgmma::Fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t col = (kk & 3) * 32;  // 16 elements per k-step
+    const uint64_t da = wgmma::MakeDescriptor(
+        q_addr + (kk >> 2) * (kBlockM * 128) + col, 16, 1024);
+    const uint64_t db =
+        wgmma::MakeDescriptor(k_addr + (kk >> 2) * (kN * 128) + col, 16, 1024);
+    wgmma::MmaSS<kN, kBf16>(s, da, db, 1);
+  }
+  wgmma::CommitGroup();
+  wgmma::WaitGroup<0>();
+  wgmma::FenceRegisters(s);
+
+  const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
+  if (need_mask) {
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
+        const int32_t row = warp_row0 + g + 8 * (i >> 1);
+        const bool ok = prefix ? key < lp : key <= row;
+        s[4 * j + i] = ok ? s[4 * j + i] * p.scale_log2 : -INFINITY;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kSTiles * 4; ++i) s[i] *= p.scale_log2;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+    }
+    mx = fmaxf(mx, WarpShflXor(mx, 1));
+    mx = fmaxf(mx, WarpShflXor(mx, 2));
+    const float m_new = fmaxf(m[r], mx);
+    const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
+    const float alpha = FastExp2(m[r] - m_ref);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      s[4 * j + 2 * r] = FastExp2(s[4 * j + 2 * r] - m_ref);
+      s[4 * j + 2 * r + 1] = FastExp2(s[4 * j + 2 * r + 1] - m_ref);
+      sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+    }
+    l[r] = l[r] * alpha + sum;
+    m[r] = m_new;
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) {
+      o[4 * n + 2 * r] *= alpha;
+      o[4 * n + 2 * r + 1] *= alpha;
+    }
+  }
+  uint32_t pa[kN / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    pa[kk][0] = mma::PackPair<kBf16>(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = mma::PackPair<kBf16>(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = mma::PackPair<kBf16>(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = mma::PackPair<kBf16>(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+  wgmma::FenceRegisters(o);
+  wgmma::Fence();
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    const uint64_t db = wgmma::MakeDescriptor(v_addr + kk * 16 * 128,
+                                              p.v_desc_lbo, p.v_desc_sbo);
+    wgmma::MmaRS<D, kBf16>(o, pa[kk], db, 1);
+  }
+  wgmma::CommitGroup();
+  wgmma::WaitGroup<0>();  // warpgroup-wide: the stage is no longer read
+  wgmma::FenceRegisters(o);
+}
+
+// Writes one consumer warp's 16 output rows (rows >= le are skipped) and
+// their LSE (natural log) from the accumulators.
+template <int D, bool kBf16>
+__device__ __forceinline__ void WsStoreRows(float (&o)[D / 8 * 4],
+                                            const float (&m)[2], float (&l)[2],
+                                            int32_t warp_row0, int32_t le,
+                                            int32_t qo_start, int32_t h,
+                                            int lane, const ExtendParams& p) {
+  constexpr int kOTiles = D / 8;
+  const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += WarpShflXor(l[r], 1);
+    l[r] += WarpShflXor(l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = warp_row0 + g + 8 * r;
+    if (row >= le) continue;
+    const int64_t orow =
+        static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) {
+      const uint32_t lo = FloatToElem<kBf16>(o[4 * n + 2 * r] * inv);
+      const uint32_t hi = FloatToElem<kBf16>(o[4 * n + 2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
+          lo | (hi << 16);
+    }
+    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(m[r], l[r]);
+  }
+}
+
 // Value of lane `src_lane`'s 64-bit `v` (whole warp; NVIDIA only).
 __device__ __forceinline__ int64_t WarpShfl64(int64_t v, int src_lane) {
   const int32_t lo =
@@ -738,6 +876,121 @@ __device__ __forceinline__ int64_t WarpShfl64(int64_t v, int src_lane) {
   return static_cast<int64_t>(
       (static_cast<uint64_t>(static_cast<uint32_t>(hi)) << 32) |
       static_cast<uint32_t>(lo));
+}
+
+// Per-lane constants of a lean producer warp for one work item: the warp
+// gathers keys [16 * warp, 16 * warp + 16) of every 64-key tile; lane l
+// computes the source offset of key 16 * warp + l % 16 (K for l < 16, V for
+// l >= 16) and copies 16-byte chunk `chunk` of rows `sub`, `sub` + 32 / (D /
+// 8), ... of the warp's 16 keys.
+struct WsProducerLane {
+  int chunk;    // 16-byte chunk of a row this lane copies
+  int sub;      // row within a copy step
+  bool v_lane;  // lanes 16-31 compute V offsets
+  int key;      // key within the tile whose offset this lane computes
+  int warp;     // producer warp 0-3
+  int64_t k_delta, v_delta;  // KOffset/VOffset(0, kvh, 8 * chunk) - (.., 0)
+  bool v_strided;            // vLLM V layout: dims strided by page_size
+  int64_t v_stride;
+  int32_t kvh, hkv, qo_start, le;
+};
+
+template <int D>
+__device__ __forceinline__ WsProducerLane
+MakeWsProducerLane(const ExtendParams& p, int lane, int warp, int32_t kvh,
+                   int32_t qo_start, int32_t le) {
+  constexpr int kChunksPerRow = D / 8;
+  WsProducerLane w;
+  w.chunk = lane % kChunksPerRow;
+  w.sub = lane / kChunksPerRow;
+  w.v_lane = lane >= 16;
+  w.key = warp * 16 + (lane & 15);
+  w.warp = warp;
+  w.k_delta = p.g.KOffset(0, kvh, w.chunk * 8) - p.g.KOffset(0, kvh, 0);
+  w.v_delta = p.g.VOffset(0, kvh, w.chunk * 8) - p.g.VOffset(0, kvh, 0);
+  w.v_strided = p.g.layout == KvLayout::kVllm;
+  w.v_stride = p.g.VDimStride();
+  w.kvh = kvh;
+  w.hkv = p.g.num_kv_heads;
+  w.qo_start = qo_start;
+  w.le = le;
+  return w;
+}
+
+// One producer warp's share of a K/V tile (lean producer): 16 keys x D dims
+// of K and V into the 128-byte-swizzled stage tiles ks / vs with cp.async
+// (zero-fill past the end). prefix: keys key0.. of the paged prefix, `slot`
+// = kv_indices entry of this lane's key (-1 past Lp); else extend keys
+// key0.. (rows of k_extend / v_extend). Does not commit the cp.async group.
+template <int D>
+__device__ __forceinline__ void WsGatherTile(const ExtendParams& p,
+                                             const WsProducerLane& w,
+                                             bool prefix, int32_t key0,
+                                             int64_t slot, uint16_t* ks,
+                                             uint16_t* vs) {
+  constexpr int kN = kWgmmaKeys;
+  constexpr int kKeysPerWarp = 16;
+  constexpr int kRowsPerStep = 32 / (D / 8);
+  constexpr int kSteps = kKeysPerWarp / kRowsPerStep;
+  const bool v_lane = w.v_lane, v_strided = w.v_strided;
+  const int32_t kvh = w.kvh, hkv = w.hkv, qo_start = w.qo_start, le = w.le;
+  const int my_key = w.key, my_chunk = w.chunk, my_sub = w.sub, warp = w.warp;
+  const int64_t k_delta = w.k_delta, v_delta = w.v_delta, v_stride = w.v_stride;
+  // This lane's key: element offset of (key, kvh, dim 0) in the K (lanes
+  // 0-15) or V (lanes 16-31) source; -1 past the end (zero-fill).
+  int64_t off = -1;
+  if (prefix) {
+    if (slot >= 0) {
+      off = v_lane && v_strided ? p.g.VOffset(slot, kvh, 0)
+                                : p.g.KOffset(slot, kvh, 0);
+    }
+  } else if (key0 + my_key < le) {
+    off = (static_cast<int64_t>(qo_start + key0 + my_key) * hkv + kvh) * D;
+  }
+  const uint16_t* ksrc = prefix ? p.k_cache : p.k_ext;
+  const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
+  const int64_t kd = prefix ? k_delta : my_chunk * 8;
+  const int64_t vd = prefix ? v_delta : my_chunk * 8;
+  // Row address (dim 0) of this lane's key in its source, the source's
+  // base for keys past the end (never read: src-size 0), and a ballot of
+  // the valid lanes, so each copy needs only a shuffle and one add.
+  const uint32_t valid = __ballot_sync(0xffffffffu, off >= 0);
+  const int64_t row_addr = static_cast<int64_t>(reinterpret_cast<uintptr_t>(
+      (v_lane ? vsrc : ksrc) + (off >= 0 ? off : 0)));
+  if (!(prefix && v_strided)) {
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      const int row = step * kRowsPerStep + my_sub;  // key within the warp
+      const auto* kp = reinterpret_cast<const uint16_t*>(
+          static_cast<uintptr_t>(WarpShfl64(row_addr, row)));
+      const auto* vp = reinterpret_cast<const uint16_t*>(
+          static_cast<uintptr_t>(WarpShfl64(row_addr, 16 + row)));
+      const int so = wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
+      mma::CpAsync16(ks + so, kp + kd, (valid >> row) & 1u);
+      mma::CpAsync16(vs + so, vp + vd, (valid >> (16 + row)) & 1u);
+    }
+  } else {  // vLLM V (dims strided by page_size): 8 loads per chunk
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      const int row = step * kRowsPerStep + my_sub;
+      const auto* kp = reinterpret_cast<const uint16_t*>(
+          static_cast<uintptr_t>(WarpShfl64(row_addr, row)));
+      const auto* vp = reinterpret_cast<const uint16_t*>(
+          static_cast<uintptr_t>(WarpShfl64(row_addr, 16 + row)));
+      const int so = wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
+      mma::CpAsync16(ks + so, kp + kd, (valid >> row) & 1u);
+      uint32_t wv[4] = {0, 0, 0, 0};
+      if ((valid >> (16 + row)) & 1u) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          wv[e / 2] |= static_cast<uint32_t>(vp[vd + e * v_stride])
+                       << (16 * (e % 2));
+        }
+      }
+      *reinterpret_cast<uint4*>(vs + so) =
+          make_uint4(wv[0], wv[1], wv[2], wv[3]);
+    }
+  }
 }
 
 // kLeanProducer (default): each producer warp gathers 16 keys of every tile
@@ -815,20 +1068,9 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
 
   if (wg == 0 && kLeanProducer) {
     // ----------------------------------------------------- producer (lean)
-    constexpr int kKeysPerWarp = kN / 4;
-    constexpr int kRowsPerStep = 32 / kChunksPerRow;
-    constexpr int kSteps = kKeysPerWarp / kRowsPerStep;
-    static_assert(kKeysPerWarp == 16 && kSteps * kRowsPerStep == 16);
-    const int my_chunk = lane % kChunksPerRow;
-    const int my_sub = lane / kChunksPerRow;  // row within a step
-    const bool v_lane = lane >= 16;
-    const int my_key = warp * kKeysPerWarp + (lane & 15);
-    const int64_t k_delta =
-        p.g.KOffset(0, kvh, my_chunk * 8) - p.g.KOffset(0, kvh, 0);
-    const int64_t v_delta =
-        p.g.VOffset(0, kvh, my_chunk * 8) - p.g.VOffset(0, kvh, 0);
-    const bool v_strided = p.g.layout == KvLayout::kVllm;
-    const int64_t v_stride = p.g.VDimStride();
+    const WsProducerLane lane_info =
+        MakeWsProducerLane<D>(p, lane, warp, kvh, qo_start, le);
+    const int my_key = lane_info.key;
     auto load_slot = [&](int32_t it) -> int64_t {
       const int32_t key = it * kN + my_key;
       return (it < prefix_tiles && key < lp) ? p.kv_indices[kv_start + key]
@@ -846,65 +1088,8 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
       const int64_t slot = slot_next;
       slot_next = slot_next2;
       slot_next2 = load_slot(it + 2);
-      // This lane's key: element offset of (key, kvh, dim 0) in the K (lanes
-      // 0-15) or V (lanes 16-31) source; -1 past the end (zero-fill).
-      int64_t off = -1;
-      if (prefix) {
-        if (slot >= 0) {
-          off = v_lane && v_strided ? p.g.VOffset(slot, kvh, 0)
-                                    : p.g.KOffset(slot, kvh, 0);
-        }
-      } else if (key0 + my_key < le) {
-        off = (static_cast<int64_t>(qo_start + key0 + my_key) * hkv + kvh) * D;
-      }
-      uint16_t* ks = k_tiles + stage * kN * D;
-      uint16_t* vs = v_tiles + stage * kN * D;
-      const uint16_t* ksrc = prefix ? p.k_cache : p.k_ext;
-      const uint16_t* vsrc = prefix ? p.v_cache : p.v_ext;
-      const int64_t kd = prefix ? k_delta : my_chunk * 8;
-      const int64_t vd = prefix ? v_delta : my_chunk * 8;
-      // Row address (dim 0) of this lane's key in its source, the source's
-      // base for keys past the end (never read: src-size 0), and a ballot of
-      // the valid lanes, so each copy needs only a shuffle and one add.
-      const uint32_t valid = __ballot_sync(0xffffffffu, off >= 0);
-      const int64_t row_addr = static_cast<int64_t>(reinterpret_cast<uintptr_t>(
-          (v_lane ? vsrc : ksrc) + (off >= 0 ? off : 0)));
-      if (!(prefix && v_strided)) {
-#pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          const int row = step * kRowsPerStep + my_sub;  // key within the warp
-          const auto* kp = reinterpret_cast<const uint16_t*>(
-              static_cast<uintptr_t>(WarpShfl64(row_addr, row)));
-          const auto* vp = reinterpret_cast<const uint16_t*>(
-              static_cast<uintptr_t>(WarpShfl64(row_addr, 16 + row)));
-          const int so =
-              wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
-          mma::CpAsync16(ks + so, kp + kd, (valid >> row) & 1u);
-          mma::CpAsync16(vs + so, vp + vd, (valid >> (16 + row)) & 1u);
-        }
-      } else {  // vLLM V (dims strided by page_size): 8 loads per chunk
-#pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          const int row = step * kRowsPerStep + my_sub;
-          const auto* kp = reinterpret_cast<const uint16_t*>(
-              static_cast<uintptr_t>(WarpShfl64(row_addr, row)));
-          const auto* vp = reinterpret_cast<const uint16_t*>(
-              static_cast<uintptr_t>(WarpShfl64(row_addr, 16 + row)));
-          const int so =
-              wgmma::TileOffset<kN>(warp * kKeysPerWarp + row, my_chunk);
-          mma::CpAsync16(ks + so, kp + kd, (valid >> row) & 1u);
-          uint32_t wv[4] = {0, 0, 0, 0};
-          if ((valid >> (16 + row)) & 1u) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              wv[e / 2] |= static_cast<uint32_t>(vp[vd + e * v_stride])
-                           << (16 * (e % 2));
-            }
-          }
-          *reinterpret_cast<uint4*>(vs + so) =
-              make_uint4(wv[0], wv[1], wv[2], wv[3]);
-        }
-      }
+      WsGatherTile<D>(p, lane_info, prefix, key0, slot,
+                      k_tiles + stage * kN * D, v_tiles + stage * kN * D);
       mma::CpAsyncCommit();
       if (it >= kWsLag) {  // tile it - kWsLag has landed: publish it
         mma::CpAsyncWait<kWsLag>();
@@ -1030,86 +1215,8 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
     const uint32_t k_addr = k_addr0 + stage * kTileBytes;
     const uint32_t v_addr = v_addr0 + stage * kTileBytes;
 
-    float s[kSTiles * 4];
-#pragma unroll
-    for (int i = 0; i < kSTiles * 4; ++i) s[i] = 0.0f;
-    wgmma::FenceRegisters(s);
-    wgmma::Fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t col = (kk & 3) * 32;  // 16 elements per k-step
-      const uint64_t da = wgmma::MakeDescriptor(
-          q_addr + (kk >> 2) * (kBlockM * 128) + col, 16, 1024);
-      const uint64_t db = wgmma::MakeDescriptor(
-          k_addr + (kk >> 2) * (kN * 128) + col, 16, 1024);
-      wgmma::MmaSS<kN, kBf16>(s, da, db, 1);
-    }
-    wgmma::CommitGroup();
-    wgmma::WaitGroup<0>();
-    wgmma::FenceRegisters(s);
-
-    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
-          const int32_t row = warp_row0 + g + 8 * (i >> 1);
-          const bool ok = prefix ? key < lp : key <= row;
-          s[4 * j + i] = ok ? s[4 * j + i] * p.scale_log2 : -INFINITY;
-        }
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kSTiles * 4; ++i) s[i] *= p.scale_log2;
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-        mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-      }
-      mx = fmaxf(mx, WarpShflXor(mx, 1));
-      mx = fmaxf(mx, WarpShflXor(mx, 2));
-      const float m_new = fmaxf(m[r], mx);
-      const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = FastExp2(m[r] - m_ref);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-        s[4 * j + 2 * r] = FastExp2(s[4 * j + 2 * r] - m_ref);
-        s[4 * j + 2 * r + 1] = FastExp2(s[4 * j + 2 * r + 1] - m_ref);
-        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
-      }
-      l[r] = l[r] * alpha + sum;
-      m[r] = m_new;
-#pragma unroll
-      for (int n = 0; n < kOTiles; ++n) {
-        o[4 * n + 2 * r] *= alpha;
-        o[4 * n + 2 * r + 1] *= alpha;
-      }
-    }
-    uint32_t pa[kN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk) {
-      pa[kk][0] = mma::PackPair<kBf16>(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = mma::PackPair<kBf16>(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = mma::PackPair<kBf16>(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = mma::PackPair<kBf16>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-    wgmma::FenceRegisters(o);
-    wgmma::Fence();
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk) {
-      const uint64_t db = wgmma::MakeDescriptor(v_addr + kk * 16 * 128,
-                                                p.v_desc_lbo, p.v_desc_sbo);
-      wgmma::MmaRS<D, kBf16>(o, pa[kk], db, 1);
-    }
-    wgmma::CommitGroup();
-    wgmma::WaitGroup<0>();  // warpgroup-wide: the stage is no longer read
-    wgmma::FenceRegisters(o);
+    WsConsumeTile<D, kBf16>(o, m, l, q_addr, k_addr, v_addr, prefix, key0, lp,
+                            warp_row0, lane, p);
     if (lane == 0) wgmma::MbarrierArrive(&empty[stage]);
   }
   // Tiles past this warpgroup's diagonal: release them in order (waiting
@@ -1119,26 +1226,239 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
     wgmma::MbarrierWait(&full[stage], (it / kStages) & 1);
     if (lane == 0) wgmma::MbarrierArrive(&empty[stage]);
   }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += WarpShflXor(l[r], 1);
-    l[r] += WarpShflXor(l[r], 2);
+  WsStoreRows<D, kBf16>(o, m, l, warp_row0, le, qo_start, h, lane, p);
+#else
+  __trap();  // never launched: the host checks the binary's architecture
+#endif  // RADIXKV_HAS_WGMMA
+}
+
+// Work-item (persistent) form of the warp-specialized kernel with the lean
+// producer: FlashAttention-3's persistent tile scheduler. A work item is one
+// (m-block, query head, sequence); block j processes items j, j + gridDim.x,
+// ... The producer warpgroup loads each item's Q (into one of two Q
+// buffers, as part of the item's first K/V tile, so `full` of that tile also
+// publishes Q) and its K/V tiles while the consumers still work on the
+// previous item and write its output; stage and mbarrier phase bookkeeping
+// runs over one tile counter continued across items. A Q buffer is reused two
+// items later, after the consumer warps released it on `q_empty`.
+// p.num_items items; p.heavy_first_order: 1 -> item i is m-block index
+// i / (Hq * B) (heaviest m-blocks of every sequence first across the whole
+// grid, for a grid of one block per SM), 0 -> the one-block-per-item grid's
+// order (m-block fastest, then head, then sequence). Items past a sequence's
+// Le are skipped.
+template <int D>
+constexpr size_t ExtendWgmmaItemsSmemBytes() {
+  return 2 * static_cast<size_t>(128) * D * 2 +
+         kWsStages * 2 * static_cast<size_t>(kWgmmaKeys) * D * 2 +
+         (2 * kWsStages + 2) * sizeof(uint64_t) + 1024;
+}
+
+struct ExtendItem {
+  int32_t b, h, m0;
+};
+
+__device__ __forceinline__ ExtendItem DecodeExtendItem(const ExtendParams& p,
+                                                       int32_t item) {
+  ExtendItem w;
+  int32_t x;  // m-block index counted from the heaviest
+  if (p.heavy_first_order) {
+    const int32_t per_x = p.num_q_heads * p.batch_size;
+    x = item / per_x;
+    const int32_t rem = item - x * per_x;
+    w.b = rem / p.num_q_heads;
+    w.h = rem - w.b * p.num_q_heads;
+  } else {
+    x = item % p.num_m_blocks;
+    const int32_t rest = item / p.num_m_blocks;
+    w.h = rest % p.num_q_heads;
+    w.b = rest / p.num_q_heads;
   }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int32_t row = warp_row0 + g + 8 * r;
-    if (row >= le) continue;
-    const int64_t orow =
-        static_cast<int64_t>(qo_start + row) * p.num_q_heads + h;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-#pragma unroll
-    for (int n = 0; n < kOTiles; ++n) {
-      const uint32_t lo = FloatToElem<kBf16>(o[4 * n + 2 * r] * inv);
-      const uint32_t hi = FloatToElem<kBf16>(o[4 * n + 2 * r + 1] * inv);
-      *reinterpret_cast<uint32_t*>(p.out + orow * D + n * 8 + 2 * t4) =
-          lo | (hi << 16);
+  w.m0 = (p.num_m_blocks - 1 - x) * 128;
+  return w;
+}
+
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(384, 1)
+    ExtendWgmmaItemsKernel(ExtendParams p) {
+#if RADIXKV_HAS_WGMMA
+  constexpr int kN = kWgmmaKeys;
+  constexpr int kBlockM = 128;
+  constexpr int kStages = kWsStages;
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kOTiles = D / 8;
+  constexpr uint32_t kTileBytes = kN * D * 2;
+  static_assert(D == 64 || D == 128, "wgmma path: head_dim 64 or 128");
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wg = warp >> 2;
+
+  extern __shared__ float4 smem_f4[];
+  uint8_t* raw = reinterpret_cast<uint8_t*>(smem_f4);
+  raw += (1024 - (mma::SmemAddress(raw) & 1023)) & 1023;
+  uint16_t* q_tiles = reinterpret_cast<uint16_t*>(raw);  // [2][kBlockM][D]
+  uint16_t* k_tiles = q_tiles + 2 * kBlockM * D;         // [kStages][kN][D]
+  uint16_t* v_tiles = k_tiles + kStages * kN * D;        // [kStages][kN][D]
+  uint64_t* full =
+      reinterpret_cast<uint64_t*>(v_tiles + kStages * kN * D);  // [kStages]
+  uint64_t* empty = full + kStages;                             // [kStages]
+  uint64_t* q_empty = empty + kStages;                          // [2]
+
+  if (tid == 0) {
+    for (int st = 0; st < kStages; ++st) {
+      wgmma::MbarrierInit(&full[st], 128);  // every producer thread
+      wgmma::MbarrierInit(&empty[st], 8);   // lane 0 of each consumer warp
     }
-    if (t4 == 0 && p.lse != nullptr) p.lse[orow] = CombineLse(m[r], l[r]);
+    wgmma::MbarrierInit(&q_empty[0], 8);
+    wgmma::MbarrierInit(&q_empty[1], 8);
+  }
+  __syncthreads();  // barrier initialization is visible
+
+  int32_t tile0 = 0;  // tiles of this block's earlier items
+  int32_t n = 0;      // non-empty items processed so far
+  if (wg == 0) {
+    // ------------------------------------------------------------ producer
+    static_assert(kWsLag == 2, "the q_empty flush below assumes lag 2");
+    int32_t published = 0;   // tiles [0, published) arrived on `full`
+    int32_t prev_tiles = 0;  // tiles of the previous non-empty item
+    for (int32_t item = blockIdx.x; item < p.num_items; item += gridDim.x) {
+      const ExtendItem w = DecodeExtendItem(p, item);
+      const int32_t qo_start = p.qo_indptr[w.b];
+      const int32_t le = p.qo_indptr[w.b + 1] - qo_start;
+      if (w.m0 >= le) continue;
+      const int64_t kv_start = p.kv_indptr[w.b];
+      const int32_t lp = static_cast<int32_t>(p.kv_indptr[w.b + 1] - kv_start);
+      const int32_t kvh = w.h / p.group;
+      const int32_t prefix_tiles = (lp + kN - 1) / kN;
+      const int32_t extend_end = le < w.m0 + kBlockM ? le : w.m0 + kBlockM;
+      const int32_t num_tiles = prefix_tiles + (extend_end + kN - 1) / kN;
+      const WsProducerLane lane_info =
+          MakeWsProducerLane<D>(p, lane, warp, kvh, qo_start, le);
+      auto load_slot = [&](int32_t it) -> int64_t {
+        const int32_t key = it * kN + lane_info.key;
+        return (it < prefix_tiles && key < lp) ? p.kv_indices[kv_start + key]
+                                               : int64_t{-1};
+      };
+      int64_t slot_next = load_slot(0);
+      int64_t slot_next2 = load_slot(1);
+      const int qb = n & 1;
+      if (n >= 2) {
+        // The consumers release this Q buffer after the last tile of item
+        // n - 2, which the lag publishes only once kWsLag more tiles were
+        // issued: if item n - 1 had fewer, publish up to it now.
+        if (prev_tiles < kWsLag && published < tile0 - prev_tiles) {
+          mma::CpAsyncWait<kWsLag - 1>();
+          wgmma::FenceProxyAsyncShared();
+          for (; published < tile0 - prev_tiles; ++published) {
+            wgmma::MbarrierArrive(&full[published % kStages]);
+          }
+        }
+        wgmma::MbarrierWait(&q_empty[qb], ((n >> 1) - 1) & 1);
+      }
+      for (int32_t it = 0; it < num_tiles; ++it) {
+        const int32_t t = tile0 + it;
+        const int stage = t % kStages;
+        if (t >= kStages) {
+          wgmma::MbarrierWait(&empty[stage], ((t / kStages) - 1) & 1);
+        }
+        if (it == 0) {  // Q rows [m0, m0 + 128), zero beyond Le
+          const int chunk = tid % kChunksPerRow;
+          uint16_t* q_tile = q_tiles + qb * kBlockM * D;
+#pragma unroll
+          for (int r = tid / kChunksPerRow; r < kBlockM;
+               r += 128 / kChunksPerRow) {
+            const bool valid = w.m0 + r < le;
+            const int64_t qi =
+                (static_cast<int64_t>(qo_start + w.m0 + r) * p.num_q_heads +
+                 w.h) *
+                    D +
+                chunk * 8;
+            mma::CpAsync16(q_tile + wgmma::TileOffset<kBlockM>(r, chunk),
+                           p.q + (valid ? qi : 0), valid);
+          }
+        }
+        const bool prefix = it < prefix_tiles;
+        const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+        const int64_t slot = slot_next;
+        slot_next = slot_next2;
+        slot_next2 = load_slot(it + 2);
+        WsGatherTile<D>(p, lane_info, prefix, key0, slot,
+                        k_tiles + stage * kN * D, v_tiles + stage * kN * D);
+        mma::CpAsyncCommit();
+        if (published <= t - kWsLag) {  // tile t - kWsLag has landed
+          mma::CpAsyncWait<kWsLag>();
+          wgmma::FenceProxyAsyncShared();
+          wgmma::MbarrierArrive(&full[published % kStages]);
+          ++published;
+        }
+      }
+      tile0 += num_tiles;
+      prev_tiles = num_tiles;
+      ++n;
+    }
+    mma::CpAsyncWait<0>();
+    wgmma::FenceProxyAsyncShared();
+    for (; published < tile0; ++published) {
+      wgmma::MbarrierArrive(&full[published % kStages]);
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------- consumers
+  const int cw = wg - 1;  // consumer warpgroup 0 / 1
+  const uint32_t k_addr0 = mma::SmemAddress(k_tiles);
+  const uint32_t v_addr0 = mma::SmemAddress(v_tiles);
+  for (int32_t item = blockIdx.x; item < p.num_items; item += gridDim.x) {
+    const ExtendItem w = DecodeExtendItem(p, item);
+    const int32_t qo_start = p.qo_indptr[w.b];
+    const int32_t le = p.qo_indptr[w.b + 1] - qo_start;
+    if (w.m0 >= le) continue;
+    const int32_t lp =
+        static_cast<int32_t>(p.kv_indptr[w.b + 1] - p.kv_indptr[w.b]);
+    const int32_t prefix_tiles = (lp + kN - 1) / kN;
+    const int32_t extend_end = le < w.m0 + kBlockM ? le : w.m0 + kBlockM;
+    const int32_t extend_tiles = (extend_end + kN - 1) / kN;
+    const int32_t num_tiles = prefix_tiles + extend_tiles;
+    const int32_t warp_row0 = w.m0 + (warp - 4) * 16;  // first row of warp
+    const int32_t wg_row0 = w.m0 + cw * 64;
+    const int32_t wg_tiles =
+        wg_row0 >= le
+            ? 0
+            : prefix_tiles + min(extend_tiles, (wg_row0 + 63) / kN + 1);
+    const int qb = n & 1;
+    const uint32_t q_addr =
+        mma::SmemAddress(q_tiles + qb * kBlockM * D) + cw * 64 * 128;
+
+    float o[kOTiles * 4];
+#pragma unroll
+    for (int i = 0; i < kOTiles * 4; ++i) o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.0f, 0.0f};
+    for (int32_t it = 0; it < wg_tiles; ++it) {
+      const int32_t t = tile0 + it;
+      const int stage = t % kStages;
+      wgmma::MbarrierWait(&full[stage], (t / kStages) & 1);
+      const bool prefix = it < prefix_tiles;
+      const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+      WsConsumeTile<D, kBf16>(o, m, l, q_addr, k_addr0 + stage * kTileBytes,
+                              v_addr0 + stage * kTileBytes, prefix, key0, lp,
+                              warp_row0, lane, p);
+      if (lane == 0) wgmma::MbarrierArrive(&empty[stage]);
+    }
+    // Tiles past this warpgroup's diagonal: release them in order (waiting
+    // for `full` first keeps each arrival in the phase it belongs to).
+    for (int32_t it = wg_tiles; it < num_tiles; ++it) {
+      const int32_t t = tile0 + it;
+      const int stage = t % kStages;
+      wgmma::MbarrierWait(&full[stage], (t / kStages) & 1);
+      if (lane == 0) wgmma::MbarrierArrive(&empty[stage]);
+    }
+    // Every tile of the item (and so its Q) has arrived and this warp's
+    // wgmma reads of Q are complete: the producer may refill the buffer.
+    if (lane == 0) wgmma::MbarrierArrive(&q_empty[qb]);
+    WsStoreRows<D, kBf16>(o, m, l, warp_row0, le, qo_start, w.h, lane, p);
+    tile0 += num_tiles;
+    ++n;
   }
 #else
   __trap();  // never launched: the host checks the binary's architecture
@@ -1204,12 +1524,16 @@ bool WgmmaBinaryPresent(Kernel kernel) {
 
 // wgmma kernel variant. Default: the warp-specialized kernel
 // (ExtendWgmmaWsKernel, lean producer). RADIXKV_WGMMA_VARIANT=ws-v1 selects
-// the first warp-specialized producer; 2wg|2wg-overlap|3wg select a
+// the first warp-specialized producer; `items` the work-item kernel
+// (ExtendWgmmaItemsKernel) with one block per item, `persistent` the same
+// with one block per SM; 2wg|2wg-overlap|3wg select a
 // block-synchronous kernel (ExtendWgmmaKernel: 2 or 3 warpgroups, with or
 // without the P V / softmax overlap) for benchmarking (docs/kernel-notes.md).
 enum class WgmmaVariant {
   kWarpSpecialized,
   kWarpSpecializedV1,
+  kItems,
+  kPersistent,
   kSync2,
   kSync2Overlap,
   kSync3
@@ -1221,6 +1545,8 @@ WgmmaVariant ChosenWgmmaVariant() {
   const char* env = std::getenv("RADIXKV_WGMMA_VARIANT");
   const std::string_view v = env == nullptr ? "" : env;
   if (v == "ws-v1") return WgmmaVariant::kWarpSpecializedV1;
+  if (v == "items") return WgmmaVariant::kItems;
+  if (v == "persistent") return WgmmaVariant::kPersistent;
   if (v == "2wg") return WgmmaVariant::kSync2;
   if (v == "2wg-overlap") return WgmmaVariant::kSync2Overlap;
   if (v == "3wg") return WgmmaVariant::kSync3;
@@ -1266,6 +1592,41 @@ int LaunchExtendWgmmaWs(ExtendParams p, const internal::ExtendLaunch& a,
   return static_cast<int>(hipGetLastError());
 }
 
+// Work-item kernel: one block per SM (persistent) or one per item.
+template <int D, bool kBf16>
+int LaunchExtendWgmmaItems(ExtendParams p, const internal::ExtendLaunch& a,
+                           hipStream_t stream, bool persistent) {
+  auto kernel = ExtendWgmmaItemsKernel<D, kBf16>;
+  static const bool present = WgmmaBinaryPresent(kernel);
+  if (!present) return -1;
+  p.num_m_blocks = (a.max_extend_len + 127) / 128;
+  p.num_items = p.num_m_blocks * a.num_q_heads * a.batch_size;
+  p.v_desc_lbo = kWgmmaKeys * 128;
+  p.v_desc_sbo = 1024;
+  int grid = p.num_items;
+  if (persistent) {
+    int device = 0;
+    int sms = 0;
+    if (hipGetDevice(&device) != hipSuccess ||
+        hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
+                              device) != hipSuccess) {
+      return static_cast<int>(hipGetLastError());
+    }
+    // RADIXKV_EXTEND_PERSISTENT_BLOCKS=N caps the grid further (testing:
+    // many items per block).
+    if (const char* env = std::getenv("RADIXKV_EXTEND_PERSISTENT_BLOCKS");
+        env != nullptr && std::atoi(env) > 0) {
+      sms = std::min(sms, std::atoi(env));
+    }
+    grid = std::min(grid, sms);
+    p.heavy_first_order = 1;
+  }
+  const size_t smem = ExtendWgmmaItemsSmemBytes<D>();
+  if (int err = SetSmemLimit(kernel, smem)) return err;
+  hipLaunchKernelGGL(kernel, dim3(grid), dim3(384), smem, stream, p);
+  return static_cast<int>(hipGetLastError());
+}
+
 // Returns -1 (nothing launched) if the build has no sm_90a binary.
 template <int D, bool kBf16>
 int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
@@ -1285,6 +1646,10 @@ int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
       break;
     case WgmmaVariant::kWarpSpecializedV1:
       return LaunchExtendWgmmaWs<D, kBf16, false>(p, a, stream);
+    case WgmmaVariant::kItems:
+      return LaunchExtendWgmmaItems<D, kBf16>(p, a, stream, false);
+    case WgmmaVariant::kPersistent:
+      return LaunchExtendWgmmaItems<D, kBf16>(p, a, stream, true);
     case WgmmaVariant::kWarpSpecialized:
       break;
   }
@@ -1343,6 +1708,9 @@ int LaunchExtend(const ExtendLaunch& a) {
   p.out = static_cast<uint16_t*>(a.out);
   p.lse = a.lse;
   p.num_m_blocks = 0;
+  p.batch_size = a.batch_size;
+  p.num_items = 0;
+  p.heavy_first_order = 0;
   p.v_desc_lbo = 0;
   p.v_desc_sbo = 0;
   hipStream_t stream = static_cast<hipStream_t>(a.stream);
