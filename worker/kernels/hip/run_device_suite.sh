@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # GPU-machine half of the kernel validation (docs/development.md "GPU runs"):
 # runs the float64-reference device test (plus its extend cases on the
-# mma.sync kernel), compute-sanitizer memcheck and
-# racecheck on a small subset, and the benchmark, from binaries built by
-# build_gpu_binaries.sh on the CPU machine and carried over.
+# mma.sync kernel and on the persistent wgmma kernel), compute-sanitizer
+# memcheck and racecheck on a small subset, and the benchmark, from binaries
+# built by build_gpu_binaries.sh on the CPU machine and carried over.
 #
 #   worker/kernels/hip/run_device_suite.sh [BIN_DIR] [STEPS]
 #     BIN_DIR  default build-gpu
@@ -33,6 +33,12 @@ if [[ "${STEPS}" == *,test,* ]]; then
   RADIXKV_EXTEND_KERNEL=mma timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
     --filter=extend >"${LOG}/test_mma.log" 2>&1
   rc[test_mma]=$?
+  # The extend cases again on the opt-in persistent wgmma kernel, its grid
+  # capped at 3 blocks so that every block runs many work items.
+  RADIXKV_WGMMA_VARIANT=persistent RADIXKV_EXTEND_PERSISTENT_BLOCKS=3 \
+    timeout "${TEST_TIMEOUT:-240}" "${TEST}" --filter=extend \
+    >"${LOG}/test_persistent.log" 2>&1
+  rc[test_persistent]=$?
   # The decode cases again with the opt-in fused combine.
   RADIXKV_DECODE_FUSED_COMBINE=1 timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
     --filter=decode >"${LOG}/test_fused.log" 2>&1
@@ -62,6 +68,10 @@ fi
 if [[ -f "${LOG}/test_mma.log" ]]; then
   echo "== test, extend on mma.sync (failures + summary)"
   grep -E "FAIL|cases,|seed=" "${LOG}/test_mma.log" | tail -20
+fi
+if [[ -f "${LOG}/test_persistent.log" ]]; then
+  echo "== test, extend on the persistent wgmma kernel, 3 blocks (failures + summary)"
+  grep -E "FAIL|cases,|seed=" "${LOG}/test_persistent.log" | tail -20
 fi
 if [[ -f "${LOG}/test_fused.log" ]]; then
   echo "== test, decode with the fused combine (failures + summary)"
