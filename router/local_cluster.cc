@@ -394,6 +394,7 @@ absl::Status LocalCluster::StartCacheService() {
   if (options_.use_redis) {
     argv.push_back(absl::StrCat("--redis=", redis_address()));
   }
+  argv.push_back(absl::StrCat("--eviction_policy=", options_.eviction_policy));
   argv.insert(argv.end(), options_.cache_service_args.begin(),
               options_.cache_service_args.end());
   auto p = ChildProcess::Start("cache_service", argv,

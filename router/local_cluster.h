@@ -133,7 +133,11 @@ struct LocalClusterOptions {
   // waiting behind model compute for a scheduler slice (in a deployment
   // they run on separate machines or with separate CPU requests).
   ChildCpuPriority worker_priority;
-  // Extra flags per process.
+  // The cache service's --eviction_policy (cache_service/eviction_policy.h).
+  // reuse_lru: finished requests' unique tails go before reused prefixes
+  // (docs/perf.md, "Two workers and the 2x target").
+  std::string eviction_policy = "reuse_lru";
+  // Extra flags per process (after the launcher's own, so they win).
   std::vector<std::string> cache_service_args;
   std::vector<std::string> worker_args;
   std::vector<std::string> router_args;

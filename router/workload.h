@@ -45,6 +45,9 @@ struct Workload {
   std::string description;
   std::vector<WorkloadSession> sessions;
 
+  // Client streams that run this workload's sessions; 0 = the runner's
+  // RunnerOptions::concurrency.
+  int concurrency = 0;
   // Requests (turns) over all sessions.
   int64_t num_requests() const;
 };

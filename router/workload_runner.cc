@@ -339,7 +339,8 @@ absl::StatusOr<RunResult> WorkloadRunner::Run(const Workload& workload,
   }
   std::vector<std::thread> threads;
   const int n =
-      std::max(1, std::min<int>(options_.concurrency,
+      std::max(1, std::min<int>(workload.concurrency > 0 ? workload.concurrency
+                                                         : options_.concurrency,
                                 static_cast<int>(workload.sessions.size())));
   for (int i = 0; i < n; ++i) threads.emplace_back(client);
   for (auto& t : threads) t.join();

@@ -80,6 +80,10 @@ ABSL_FLAG(int, mt_rounds, 5, "multi-turn: rounds per conversation.");
 ABSL_FLAG(int, mt_system_tokens, 128, "multi-turn: system prompt tokens.");
 ABSL_FLAG(int, mt_user_tokens, 48, "multi-turn: user message tokens.");
 ABSL_FLAG(int, mt_output_tokens, 16, "multi-turn: answer tokens per round.");
+ABSL_FLAG(int, mt_concurrency, 0,
+          "multi-turn: client streams (0 = one per conversation, so every "
+          "conversation is active and rounds interleave across all of "
+          "them; --concurrency does not apply).");
 // document-qa
 ABSL_FLAG(std::string, dq_document, "/usr/share/common-licenses/Apache-2.0",
           "document-qa: the shared document.");
@@ -177,6 +181,9 @@ int main(int argc, char** argv) {
   if (valid.ok() && absl::GetFlag(FLAGS_concurrency) < 1) {
     valid = absl::InvalidArgumentError("--concurrency must be >= 1");
   }
+  if (valid.ok() && absl::GetFlag(FLAGS_mt_concurrency) < 0) {
+    valid = absl::InvalidArgumentError("--mt_concurrency must be >= 0");
+  }
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
@@ -261,6 +268,12 @@ int main(int argc, char** argv) {
       p.output_tokens = absl::GetFlag(FLAGS_mt_output_tokens);
       workload =
           router::MakeMultiTurnWorkload(p, corpus, bos, seed, max_context);
+      if (workload.ok()) {
+        const int streams = absl::GetFlag(FLAGS_mt_concurrency);
+        workload->concurrency = streams > 0 ? streams : p.conversations;
+        absl::StrAppend(&workload->description, ", ", workload->concurrency,
+                        " concurrent streams");
+      }
     } else if (name == "document-qa") {
       const std::string path = absl::GetFlag(FLAGS_dq_document);
       auto text = ReadFile(path);

@@ -1,5 +1,6 @@
 #include "router/workload_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -112,6 +113,18 @@ class FakeRouter final : public radixkv::v1::Router::Service {
         policies_.emplace_back(md->second.data(), md->second.size());
       }
       disable_.push_back(req->disable_prefix_cache());
+      // Hold requests until `hold_until_in_flight` have been open at once (or
+      // 10 s), so the test sees how many streams the runner opens.
+      ++in_flight_;
+      peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](FakeRouter* self) {
+                                 return self->peak_in_flight_ >=
+                                        self->hold_until_in_flight_;
+                               },
+                               this),
+                           absl::Seconds(10));
+      --in_flight_;
     }
     const int n = req->token_ids().ids_size();
     radixkv::v1::GenerateResponse r;
@@ -132,6 +145,9 @@ class FakeRouter final : public radixkv::v1::Router::Service {
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<std::string> policies_;
   std::vector<bool> disable_;
+  int hold_until_in_flight_ = 0;
+  int in_flight_ = 0;
+  int peak_in_flight_ = 0;
 };
 
 TEST(WorkloadRunnerTest, RunsSessionsAndCarriesConversationHistory) {
@@ -175,6 +191,41 @@ TEST(WorkloadRunnerTest, RunsSessionsAndCarriesConversationHistory) {
   EXPECT_EQ(result->output_tokens, 6);
   EXPECT_EQ(result->requests_by_worker["w1"], 1);
   EXPECT_EQ(result->requests_by_worker["w0"], 1);
+  server->Shutdown();
+}
+
+TEST(WorkloadRunnerTest, WorkloadConcurrencyOverridesTheRunnerDefault) {
+  FakeRouter fake;
+  fake.hold_until_in_flight_ = 3;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&fake);
+  auto server = builder.BuildAndStart();
+  RunnerOptions options;
+  options.router_address = absl::StrCat("127.0.0.1:", port);
+  options.concurrency = 1;
+  options.progress = false;
+  WorkloadRunner runner(options);
+  Workload w;
+  w.name = "multi-turn";
+  w.concurrency = 3;  // e.g. one stream per conversation
+  for (int i = 0; i < 4; ++i) {
+    WorkloadSession s;
+    s.name = absl::StrCat("conv", i);
+    s.context = {1, 2};
+    s.user_turns = {{3 + i}};
+    w.sessions.push_back(s);
+  }
+  RunConfig config;
+  config.label = "cache_aware";
+  config.policy = "cache_aware";
+  auto result = runner.Run(w, config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->ok, 4);
+  absl::MutexLock l(&fake.mu_);
+  EXPECT_EQ(fake.peak_in_flight_, 3);
   server->Shutdown();
 }
 
