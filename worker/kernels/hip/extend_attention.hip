@@ -999,7 +999,10 @@ __device__ __forceinline__ void WsGatherTile(const ExtendParams& p,
 // ahead, fully unrolled copy loop, no named barrier). false: the first
 // version (one lane per key, offsets through shared memory and a 128-thread
 // named barrier; RADIXKV_WGMMA_VARIANT=ws-v1).
-template <int D, bool kBf16, bool kLeanProducer>
+// kConsumerQ (default): the consumer warpgroups load Q and meet at a named
+// barrier while the producer already gathers the first tiles; false: all
+// 384 threads load Q before the split (RADIXKV_WGMMA_VARIANT=lean-qsync).
+template <int D, bool kBf16, bool kLeanProducer, bool kConsumerQ>
 __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
 #if RADIXKV_HAS_WGMMA
   constexpr int kN = kWgmmaKeys;
@@ -1042,11 +1045,12 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
       wgmma::MbarrierInit(&empty[st], 8);   // lane 0 of each consumer warp
     }
   }
-  // Q rows [m0, m0 + 128), zero beyond Le, loaded by all 384 threads.
-  {
-    const int chunk = tid % kChunksPerRow;
+  // Q rows [m0, m0 + 128), zero beyond Le.
+  auto load_q = [&](int thread, int threads) {
+    const int chunk = thread % kChunksPerRow;
 #pragma unroll
-    for (int r = tid / kChunksPerRow; r < kBlockM; r += 384 / kChunksPerRow) {
+    for (int r = thread / kChunksPerRow; r < kBlockM;
+         r += threads / kChunksPerRow) {
       const bool valid = m0 + r < le;
       const int64_t qi =
           (static_cast<int64_t>(qo_start + m0 + r) * p.num_q_heads + h) * D +
@@ -1057,8 +1061,17 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
     mma::CpAsyncCommit();
     mma::CpAsyncWait<0>();
     wgmma::FenceProxyAsyncShared();
+  };
+  if constexpr (kConsumerQ) {
+    __syncthreads();  // the barrier initialization is visible
+    if (wg != 0) {    // the 256 consumer threads
+      load_q(tid - 128, 256);
+      wgmma::NamedBarrierSync<2, 256>();
+    }
+  } else {
+    load_q(tid, 384);
+    __syncthreads();  // Q and the barrier initialization are visible
   }
-  __syncthreads();  // Q and the barrier initialization are visible
 
   const int32_t prefix_tiles = (lp + kN - 1) / kN;
   const int32_t extend_end = le < m0 + kBlockM ? le : m0 + kBlockM;
@@ -1524,7 +1537,8 @@ bool WgmmaBinaryPresent(Kernel kernel) {
 
 // wgmma kernel variant. Default: the warp-specialized kernel
 // (ExtendWgmmaWsKernel, lean producer). RADIXKV_WGMMA_VARIANT=ws-v1 selects
-// the first warp-specialized producer; `items` the work-item kernel
+// the first warp-specialized producer, `lean-qsync` the lean producer with Q
+// loaded by all threads before the split; `items` the work-item kernel
 // (ExtendWgmmaItemsKernel) with one block per item, `persistent` the same
 // with one block per SM; 2wg|2wg-overlap|3wg select a
 // block-synchronous kernel (ExtendWgmmaKernel: 2 or 3 warpgroups, with or
@@ -1532,6 +1546,7 @@ bool WgmmaBinaryPresent(Kernel kernel) {
 enum class WgmmaVariant {
   kWarpSpecialized,
   kWarpSpecializedV1,
+  kLeanQSync,
   kItems,
   kPersistent,
   kSync2,
@@ -1545,6 +1560,7 @@ WgmmaVariant ChosenWgmmaVariant() {
   const char* env = std::getenv("RADIXKV_WGMMA_VARIANT");
   const std::string_view v = env == nullptr ? "" : env;
   if (v == "ws-v1") return WgmmaVariant::kWarpSpecializedV1;
+  if (v == "lean-qsync") return WgmmaVariant::kLeanQSync;
   if (v == "items") return WgmmaVariant::kItems;
   if (v == "persistent") return WgmmaVariant::kPersistent;
   if (v == "2wg") return WgmmaVariant::kSync2;
@@ -1576,10 +1592,10 @@ int LaunchExtendWgmmaVariant(ExtendParams p, const internal::ExtendLaunch& a,
   return static_cast<int>(hipGetLastError());
 }
 
-template <int D, bool kBf16, bool kLeanProducer>
+template <int D, bool kBf16, bool kLeanProducer, bool kConsumerQ>
 int LaunchExtendWgmmaWs(ExtendParams p, const internal::ExtendLaunch& a,
                         hipStream_t stream) {
-  auto kernel = ExtendWgmmaWsKernel<D, kBf16, kLeanProducer>;
+  auto kernel = ExtendWgmmaWsKernel<D, kBf16, kLeanProducer, kConsumerQ>;
   static const bool present = WgmmaBinaryPresent(kernel);
   if (!present) return -1;
   p.num_m_blocks = (a.max_extend_len + 127) / 128;
@@ -1645,7 +1661,9 @@ int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
       }
       break;
     case WgmmaVariant::kWarpSpecializedV1:
-      return LaunchExtendWgmmaWs<D, kBf16, false>(p, a, stream);
+      return LaunchExtendWgmmaWs<D, kBf16, false, false>(p, a, stream);
+    case WgmmaVariant::kLeanQSync:
+      return LaunchExtendWgmmaWs<D, kBf16, true, false>(p, a, stream);
     case WgmmaVariant::kItems:
       return LaunchExtendWgmmaItems<D, kBf16>(p, a, stream, false);
     case WgmmaVariant::kPersistent:
@@ -1653,7 +1671,7 @@ int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
     case WgmmaVariant::kWarpSpecialized:
       break;
   }
-  return LaunchExtendWgmmaWs<D, kBf16, true>(p, a, stream);
+  return LaunchExtendWgmmaWs<D, kBf16, true, true>(p, a, stream);
 }
 #endif
 
