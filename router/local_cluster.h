@@ -33,8 +33,11 @@ enum class CpuSchedulingClass {
   // wake-up (it is assumed CPU-bound).
   kBatch,
   // SCHED_IDLE: runs only when no SCHED_OTHER task of its group wants the
-  // CPU; a waking SCHED_OTHER task preempts it at once. For throughput work
-  // sharing cores with a latency-critical control plane.
+  // CPU. Not what latency-critical threads sharing the cores want, though:
+  // wake-up placement counts a CPU that runs only idle-class tasks as idle,
+  // so a waking thread is queued there, and on the 2-core VM (kernel 6.18,
+  // HZ=250) it waited for the next tick, up to 4 ms (docs/perf.md, "Routing
+  // latency under load"); kNormal with nice 19 did not.
   kIdle,
 };
 

@@ -56,16 +56,20 @@ ABSL_FLAG(int64_t, kv_capacity_tokens, 3072,
           "tokens) two pools hold every group's prefix, one does not: the "
           "regime where placement matters (docs/perf.md).");
 ABSL_FLAG(std::string, policy, "cache_aware", "Router default policy.");
-ABSL_FLAG(std::string, worker_sched, "idle",
-          "CPU scheduling class of the workers: idle (SCHED_IDLE: a waking "
-          "router, cache service or Redis thread preempts model compute at "
-          "once, so routing decisions do not wait for a scheduler slice on a "
-          "machine whose cores the workers saturate), batch (SCHED_BATCH) or "
-          "normal (as the launcher). In a deployment the control plane runs "
-          "on its own machines or CPU requests (docs/deploy.md).");
-ABSL_FLAG(int, worker_nice, 0,
-          "nice(2) increment of the workers (>= 0; 0 = unchanged). With "
-          "--worker_sched=normal, a softer alternative to idle.");
+ABSL_FLAG(std::string, worker_sched, "normal",
+          "CPU scheduling class of the workers: normal (as the launcher; "
+          "with the default --worker_nice=19 a waking router, cache service "
+          "or Redis thread preempts model compute at once), idle "
+          "(SCHED_IDLE: the kernel counts a CPU running only idle-class "
+          "tasks as idle and places waking threads there, where they wait "
+          "for the next tick, up to 4 ms at HZ=250; docs/perf.md) or batch "
+          "(SCHED_BATCH). In a "
+          "deployment the control plane runs on its own machines or CPU "
+          "requests (docs/deploy.md).");
+ABSL_FLAG(int, worker_nice, 19,
+          "nice(2) increment of the workers (>= 0; 0 = unchanged). 19: "
+          "weight 15 against the control plane's 1024, so the router, cache "
+          "service and Redis win the shared cores.");
 ABSL_FLAG(bool, redis, true,
           "Journal the cache service to a private redis-server.");
 ABSL_FLAG(std::string, worker_args, "",

@@ -40,9 +40,9 @@ class MainJobTest(unittest.TestCase):
         for expected in ("grpc.health.v1 SERVING", "shared-prefix:",
                          "multi-turn:", "document-qa:", "prefix hit rate",
                          "TTFT ms p50/p90/p99", "all processes stopped",
-                         # Workers run SCHED_IDLE by default so that the
+                         # Workers run at nice 19 by default so that the
                          # router and cache service win the shared cores.
-                         "CPU scheduling idle (nice +0)",
+                         "CPU scheduling normal (nice +19)",
                          # Prompts far below the 3,072-token pools: no
                          # running request loses its KV.
                          "worker preemptions (running requests whose KV was "
