@@ -735,26 +735,21 @@ constexpr size_t ExtendWgmmaWsSmemBytes() {
          2 * kWsStages * sizeof(uint64_t) + 1024;
 }
 
-// One consumer warpgroup's step on one 64-key tile (warp-specialized
-// kernels): S = Q K^T (wgmma, both operands in shared memory; q_addr / k_addr
-// / v_addr are shared-memory byte addresses of this warpgroup's 64 Q rows and
-// the stage's K and V tiles), the mask (prefix: key < lp; extend: key <= row)
-// where the tile needs it, the online softmax in base 2 on the accumulators,
-// and O += P V (P from registers). Returns after the P V wgmma completed, so
-// the stage may be released. o/m/l: this thread's accumulator rows.
+// Pieces of a consumer warpgroup's step on one 64-key tile (warp-specialized
+// kernels); q_addr / k_addr / v_addr are shared-memory byte addresses of this
+// warpgroup's 64 Q rows and the stage's K and V tiles; o/m/l/s are this
+// thread's accumulator rows (the m64nN accumulator layout = mma.sync's C
+// layout per 8 columns).
+
+// Issues S = Q K^T (D/16 wgmma m64n64k16, both operands in shared memory)
+// into s and commits it as one wgmma group; does not wait.
 template <int D, bool kBf16>
-__device__ __forceinline__ void WsConsumeTile(
-    float (&o)[D / 8 * 4], float (&m)[2], float (&l)[2], uint32_t q_addr,
-    uint32_t k_addr, uint32_t v_addr, bool prefix, int32_t key0, int32_t lp,
-    int32_t warp_row0, int lane, const ExtendParams& p) {
+__device__ __forceinline__ void WsIssueS(float (&s)[kWgmmaKeys / 2],
+                                         uint32_t q_addr, uint32_t k_addr) {
   constexpr int kN = kWgmmaKeys;
   constexpr int kBlockM = 128;
-  constexpr int kSTiles = kN / 8;
-  constexpr int kOTiles = D / 8;
-  const int g = lane >> 2, t4 = lane & 3;
-  float s[kSTiles * 4];
 #pragma unroll
-  for (int i = 0; i < kSTiles * 4; ++i) s[i] = 0.0f;
+  for (int i = 0; i < kN / 2; ++i) s[i] = 0.0f;
   wgmma::FenceRegisters(s);
   wgmma::Fence();
 #pragma unroll
@@ -767,9 +762,21 @@ __device__ __forceinline__ void WsConsumeTile(
     wgmma::MmaSS<kN, kBf16>(s, da, db, 1);
   }
   wgmma::CommitGroup();
-  wgmma::WaitGroup<0>();
-  wgmma::FenceRegisters(s);
+}
 
+// Online softmax (base 2) of a completed S tile: the mask (prefix: key < lp;
+// extend: key <= row) where the tile needs it, new row maxima m, l = l *
+// alpha + row sums, s = exp2(s - m). Returns alpha (the factor O must be
+// scaled by) per row; does not touch O.
+__device__ __forceinline__ void WsSoftmax(float (&s)[kWgmmaKeys / 2],
+                                          float (&m)[2], float (&l)[2],
+                                          float (&alpha)[2], bool prefix,
+                                          int32_t key0, int32_t lp,
+                                          int32_t warp_row0, int lane,
+                                          const ExtendParams& p) {
+  constexpr int kN = kWgmmaKeys;
+  constexpr int kSTiles = kN / 8;
+  const int g = lane >> 2, t4 = lane & 3;
   const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
   if (need_mask) {
 #pragma unroll
@@ -797,7 +804,7 @@ __device__ __forceinline__ void WsConsumeTile(
     mx = fmaxf(mx, WarpShflXor(mx, 2));
     const float m_new = fmaxf(m[r], mx);
     const float m_ref = m_new == -INFINITY ? 0.0f : m_new;
-    const float alpha = FastExp2(m[r] - m_ref);
+    alpha[r] = FastExp2(m[r] - m_ref);
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kSTiles; ++j) {
@@ -805,31 +812,85 @@ __device__ __forceinline__ void WsConsumeTile(
       s[4 * j + 2 * r + 1] = FastExp2(s[4 * j + 2 * r + 1] - m_ref);
       sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
     }
-    l[r] = l[r] * alpha + sum;
+    l[r] = l[r] * alpha[r] + sum;
     m[r] = m_new;
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void WsRescaleO(float (&o)[D / 8 * 4],
+                                           const float (&alpha)[2]) {
 #pragma unroll
-    for (int n = 0; n < kOTiles; ++n) {
-      o[4 * n + 2 * r] *= alpha;
-      o[4 * n + 2 * r + 1] *= alpha;
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      o[4 * n + 2 * r] *= alpha[r];
+      o[4 * n + 2 * r + 1] *= alpha[r];
     }
   }
-  uint32_t pa[kN / 16][4];
+}
+
+// P (16-bit pairs, packed like an mma.sync A fragment) from exp2'd s.
+template <bool kBf16>
+__device__ __forceinline__ void WsPackP(const float (&s)[kWgmmaKeys / 2],
+                                        uint32_t (&pa)[kWgmmaKeys / 16][4]) {
 #pragma unroll
-  for (int kk = 0; kk < kN / 16; ++kk) {
+  for (int kk = 0; kk < kWgmmaKeys / 16; ++kk) {
     pa[kk][0] = mma::PackPair<kBf16>(s[8 * kk + 0], s[8 * kk + 1]);
     pa[kk][1] = mma::PackPair<kBf16>(s[8 * kk + 2], s[8 * kk + 3]);
     pa[kk][2] = mma::PackPair<kBf16>(s[8 * kk + 4], s[8 * kk + 5]);
     pa[kk][3] = mma::PackPair<kBf16>(s[8 * kk + 6], s[8 * kk + 7]);
   }
+}
+
+// Keeps the compiler from moving writes of pa above a wgmma wait (pa is an
+// operand of the P V wgmma in flight until then).
+__device__ __forceinline__ void FencePRegisters(
+    uint32_t (&pa)[kWgmmaKeys / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kWgmmaKeys / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[kk][i])::"memory");
+  }
+}
+
+// Issues O += P V (4 wgmma m64nDk16, P from registers, V MN-major from
+// shared memory, transposed by the instruction) and commits it as one wgmma
+// group; does not wait.
+template <int D, bool kBf16>
+__device__ __forceinline__ void WsIssuePV(float (&o)[D / 8 * 4],
+                                          uint32_t (&pa)[kWgmmaKeys / 16][4],
+                                          uint32_t v_addr,
+                                          const ExtendParams& p) {
   wgmma::FenceRegisters(o);
   wgmma::Fence();
 #pragma unroll
-  for (int kk = 0; kk < kN / 16; ++kk) {
+  for (int kk = 0; kk < kWgmmaKeys / 16; ++kk) {
     const uint64_t db = wgmma::MakeDescriptor(v_addr + kk * 16 * 128,
                                               p.v_desc_lbo, p.v_desc_sbo);
     wgmma::MmaRS<D, kBf16>(o, pa[kk], db, 1);
   }
   wgmma::CommitGroup();
+}
+
+// One whole tile step, each wgmma waited on right after it: S, softmax,
+// O rescale, P V. Returns after the P V wgmma completed, so the stage may be
+// released.
+template <int D, bool kBf16>
+__device__ __forceinline__ void WsConsumeTile(
+    float (&o)[D / 8 * 4], float (&m)[2], float (&l)[2], uint32_t q_addr,
+    uint32_t k_addr, uint32_t v_addr, bool prefix, int32_t key0, int32_t lp,
+    int32_t warp_row0, int lane, const ExtendParams& p) {
+  float s[kWgmmaKeys / 2];
+  WsIssueS<D, kBf16>(s, q_addr, k_addr);
+  wgmma::WaitGroup<0>();
+  wgmma::FenceRegisters(s);
+  float alpha[2];
+  WsSoftmax(s, m, l, alpha, prefix, key0, lp, warp_row0, lane, p);
+  WsRescaleO<D>(o, alpha);
+  uint32_t pa[kWgmmaKeys / 16][4];
+  WsPackP<kBf16>(s, pa);
+  WsIssuePV<D, kBf16>(o, pa, v_addr, p);
   wgmma::WaitGroup<0>();  // warpgroup-wide: the stage is no longer read
   wgmma::FenceRegisters(o);
 }
@@ -1002,7 +1063,10 @@ __device__ __forceinline__ void WsGatherTile(const ExtendParams& p,
 // kConsumerQ (default): the consumer warpgroups load Q and meet at a named
 // barrier while the producer already gathers the first tiles; false: all
 // 384 threads load Q before the split (RADIXKV_WGMMA_VARIANT=lean-qsync).
-template <int D, bool kBf16, bool kLeanProducer, bool kConsumerQ>
+// kOverlap: consumers overlap the softmax of tile i with P V of tile i - 1
+// (RADIXKV_WGMMA_VARIANT=lean-overlap).
+template <int D, bool kBf16, bool kLeanProducer, bool kConsumerQ,
+          bool kOverlap = false>
 __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
 #if RADIXKV_HAS_WGMMA
   constexpr int kN = kWgmmaKeys;
@@ -1212,7 +1276,6 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
   const uint32_t q_addr = mma::SmemAddress(q_tile) + cw * 64 * 128;
   const uint32_t k_addr0 = mma::SmemAddress(k_tiles);
   const uint32_t v_addr0 = mma::SmemAddress(v_tiles);
-  const int g = lane >> 2, t4 = lane & 3;
 
   float o[kOTiles * 4];
 #pragma unroll
@@ -1220,7 +1283,44 @@ __global__ void __launch_bounds__(384, 1) ExtendWgmmaWsKernel(ExtendParams p) {
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
 
-  for (int32_t it = 0; it < wg_tiles; ++it) {
+  if constexpr (kOverlap) {
+    // FA3's intra-warpgroup overlap: S of tile i is issued before P V of
+    // tile i - 1, and the softmax of tile i runs while that P V is in
+    // flight; O is rescaled after it completed.
+    // The first iteration's P V is a no-op (P = 0 on the first tile's V,
+    // which has landed) so that the wgmma sequence has no branch (ptxas
+    // serializes wgmma in divergent paths, C7518).
+    float s[kN / 2];
+    uint32_t pa[kN / 16][4] = {};
+    float alpha[2];
+    int prev_stage = 0;
+    for (int32_t it = 0; it < wg_tiles; ++it) {
+      const int stage = it % kStages;
+      wgmma::MbarrierWait(&full[stage], (it / kStages) & 1);
+      const bool prefix = it < prefix_tiles;
+      const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+      if (it == 0) prev_stage = stage;
+      WsIssueS<D, kBf16>(s, q_addr, k_addr0 + stage * kTileBytes);
+      WsIssuePV<D, kBf16>(o, pa, v_addr0 + prev_stage * kTileBytes, p);
+      wgmma::WaitGroup<1>();  // S of tile it (the older group)
+      wgmma::FenceRegisters(s);
+      WsSoftmax(s, m, l, alpha, prefix, key0, lp, warp_row0, lane, p);
+      wgmma::WaitGroup<0>();  // P V of tile it - 1: its stage is free
+      wgmma::FenceRegisters(o);
+      FencePRegisters(pa);
+      if (it > 0 && lane == 0) wgmma::MbarrierArrive(&empty[prev_stage]);
+      WsRescaleO<D>(o, alpha);
+      WsPackP<kBf16>(s, pa);
+      prev_stage = stage;
+    }
+    if (wg_tiles > 0) {
+      WsIssuePV<D, kBf16>(o, pa, v_addr0 + prev_stage * kTileBytes, p);
+      wgmma::WaitGroup<0>();
+      wgmma::FenceRegisters(o);
+      if (lane == 0) wgmma::MbarrierArrive(&empty[prev_stage]);
+    }
+  }
+  for (int32_t it = 0; it < (kOverlap ? 0 : wg_tiles); ++it) {
     const int stage = it % kStages;
     wgmma::MbarrierWait(&full[stage], (it / kStages) & 1);
     const bool prefix = it < prefix_tiles;
@@ -1538,7 +1638,8 @@ bool WgmmaBinaryPresent(Kernel kernel) {
 // wgmma kernel variant. Default: the warp-specialized kernel
 // (ExtendWgmmaWsKernel, lean producer). RADIXKV_WGMMA_VARIANT=ws-v1 selects
 // the first warp-specialized producer, `lean-qsync` the lean producer with Q
-// loaded by all threads before the split; `items` the work-item kernel
+// loaded by all threads before the split, `lean-overlap` the default with
+// the consumers' softmax / P V overlap; `items` the work-item kernel
 // (ExtendWgmmaItemsKernel) with one block per item, `persistent` the same
 // with one block per SM; 2wg|2wg-overlap|3wg select a
 // block-synchronous kernel (ExtendWgmmaKernel: 2 or 3 warpgroups, with or
@@ -1547,6 +1648,7 @@ enum class WgmmaVariant {
   kWarpSpecialized,
   kWarpSpecializedV1,
   kLeanQSync,
+  kLeanOverlap,
   kItems,
   kPersistent,
   kSync2,
@@ -1561,6 +1663,7 @@ WgmmaVariant ChosenWgmmaVariant() {
   const std::string_view v = env == nullptr ? "" : env;
   if (v == "ws-v1") return WgmmaVariant::kWarpSpecializedV1;
   if (v == "lean-qsync") return WgmmaVariant::kLeanQSync;
+  if (v == "lean-overlap") return WgmmaVariant::kLeanOverlap;
   if (v == "items") return WgmmaVariant::kItems;
   if (v == "persistent") return WgmmaVariant::kPersistent;
   if (v == "2wg") return WgmmaVariant::kSync2;
@@ -1592,10 +1695,12 @@ int LaunchExtendWgmmaVariant(ExtendParams p, const internal::ExtendLaunch& a,
   return static_cast<int>(hipGetLastError());
 }
 
-template <int D, bool kBf16, bool kLeanProducer, bool kConsumerQ>
+template <int D, bool kBf16, bool kLeanProducer, bool kConsumerQ,
+          bool kOverlap = false>
 int LaunchExtendWgmmaWs(ExtendParams p, const internal::ExtendLaunch& a,
                         hipStream_t stream) {
-  auto kernel = ExtendWgmmaWsKernel<D, kBf16, kLeanProducer, kConsumerQ>;
+  auto kernel =
+      ExtendWgmmaWsKernel<D, kBf16, kLeanProducer, kConsumerQ, kOverlap>;
   static const bool present = WgmmaBinaryPresent(kernel);
   if (!present) return -1;
   p.num_m_blocks = (a.max_extend_len + 127) / 128;
@@ -1664,6 +1769,8 @@ int LaunchExtendWgmma(ExtendParams p, const internal::ExtendLaunch& a,
       return LaunchExtendWgmmaWs<D, kBf16, false, false>(p, a, stream);
     case WgmmaVariant::kLeanQSync:
       return LaunchExtendWgmmaWs<D, kBf16, true, false>(p, a, stream);
+    case WgmmaVariant::kLeanOverlap:
+      return LaunchExtendWgmmaWs<D, kBf16, true, true, true>(p, a, stream);
     case WgmmaVariant::kItems:
       return LaunchExtendWgmmaItems<D, kBf16>(p, a, stream, false);
     case WgmmaVariant::kPersistent:
