@@ -45,8 +45,9 @@
 namespace radixkv::worker::gpu {
 
 // Implementation choice. kAuto: tensor-core kernels where the build has them
-// (NVIDIA), else portable. kPortable: the SIMT kernels that the AMD build
-// uses (warp width from hip_compat.h); selectable on NVIDIA to cross-check.
+// (NVIDIA; on AMD the MFMA extend kernel on gfx90a/gfx94x devices), else
+// portable. kPortable: the SIMT kernels (warp width from hip_compat.h) that
+// AMD decode and AMD extend without MFMA use; selectable to cross-check.
 enum class KernelPath : int { kAuto = 0, kPortable = 1 };
 
 // One layer of the paged pool on the device: K and V tensors laid out as
@@ -181,7 +182,8 @@ absl::Status CopyBlocks(absl::Span<const GpuKvCache> layers,
                         absl::Span<const PageCopy> ops, void* scratch,
                         size_t scratch_bytes, void* stream);
 
-// True if this build has the NVIDIA tensor-core kernels.
+// True if this build has matrix-core kernels: NVIDIA tensor cores (decode and
+// extend), or AMD MFMA (extend only, used when the device is gfx90a/gfx94x).
 bool HasMatrixCoreKernels();
 
 }  // namespace radixkv::worker::gpu

@@ -19,11 +19,14 @@ namespace radixkv::worker::gpu::internal {
 
 // Which implementation a launcher uses. kMatrixCore: NVIDIA tensor cores
 // (mma.sync, sm_80+; extend with head_dim 64/128 uses Hopper wgmma when the
-// build has an sm_90a binary); kPortable: SIMT code that only relies on
-// hip_compat.h (the AMD path today, and a cross-check on NVIDIA).
+// build has an sm_90a binary); on AMD the MFMA extend kernel when the device
+// is gfx90a / gfx94x (else portable; decode is always portable on AMD);
+// kPortable: SIMT code that only relies on hip_compat.h (AMD decode, AMD
+// extend without MFMA, and a cross-check on NVIDIA).
 enum class KernelPath : int { kMatrixCore = 0, kPortable = 1 };
 
-// True if this build has the matrix-core kernels (nvcc builds).
+// True if this build has matrix-core kernels (nvcc builds; hipcc builds for
+// the MFMA extend kernel).
 bool HasMatrixCorePath();
 
 // Human-readable message of a runtime error code.

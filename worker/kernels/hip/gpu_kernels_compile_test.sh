@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Checks the GPU kernel objects Bazel built: each nvcc object carries an
 # sm_90a fatbin (.nv_fatbin section, sm_90a SASS), each hipcc object an
-# offload bundle with gfx90a and gfx906 code objects. Arguments: pairs of
+# offload bundle with gfx90a and gfx906 code objects; the extend object's
+# gfx90a code holds the MFMA kernel's v_mfma instructions (bf16 and f16
+# forms) and its gfx906 code none (no MFMA there). Arguments: pairs of
 # (nvcc object, hipcc object).
 set -euo pipefail
 fail=0
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+bundler=/usr/lib/llvm-15/bin/clang-offload-bundler
+# Disassembly of one target's code object from a hipcc object, on stdout.
+disasm() {  # object, target (gfx90a | gfx906)
+  objcopy --dump-section .hip_fatbin="$tmp/fatbin" "$1" /dev/null
+  "$bundler" --unbundle --type=o --input="$tmp/fatbin" \
+    --targets="hipv4-amdgcn-amd-amdhsa--$2" --output="$tmp/$2.co"
+  llvm-objdump-15 -d "$tmp/$2.co"
+}
 check() {  # file, description, command...
   local f="$1" what="$2"; shift 2
   if "$@"; then echo "ok   ${f##*/}: ${what}"; else echo "FAIL ${f##*/}: ${what}"; fail=1; fi
@@ -17,5 +28,12 @@ while (( $# >= 2 )); do
   check "$amd" ".hip_fatbin section" bash -c "readelf -S '$amd' | grep -q '\.hip_fatbin'"
   check "$amd" "gfx90a code object" bash -c "strings '$amd' | grep -q 'amdgcn-amd-amdhsa--gfx90a'"
   check "$amd" "gfx906 code object" bash -c "strings '$amd' | grep -q 'amdgcn-amd-amdhsa--gfx906'"
+  if [[ "${amd##*/}" == extend_attention.* ]]; then
+    gfx90a="$(disasm "$amd" gfx90a)"
+    gfx906="$(disasm "$amd" gfx906)"
+    check "$amd" "gfx90a v_mfma_f32_16x16x16bf16_1k" grep -q 'v_mfma_f32_16x16x16bf16_1k' <<<"$gfx90a"
+    check "$amd" "gfx90a v_mfma_f32_16x16x16f16" grep -q 'v_mfma_f32_16x16x16f16' <<<"$gfx90a"
+    check "$amd" "gfx906 without v_mfma" bash -c "! grep -q v_mfma" <<<"$gfx906"
+  fi
 done
 exit "$fail"

@@ -754,13 +754,11 @@ bool FusedCombineEnabled() {
 
 namespace internal {
 
-bool HasMatrixCorePath() {
-#if defined(RADIXKV_GPU_NVIDIA)
-  return true;
-#else
-  return false;
-#endif
-}
+// NVIDIA: tensor-core decode and extend. AMD: the build holds the MFMA
+// extend kernel (gfx90a / gfx94x); the extend launcher still checks the
+// device at run time, and decode has no matrix-core kernel on AMD (it always
+// takes the portable kernel).
+bool HasMatrixCorePath() { return true; }
 
 int LaunchDecode(const DecodeLaunch& a) {
   if (a.batch_size == 0) return 0;
