@@ -1,9 +1,10 @@
 // Warp-level attention building blocks on NVIDIA tensor cores (mma.sync
 // m16n8k16, bf16/fp16 operands, fp32 accumulators; sm_80 and newer, used on
 // sm_90a). Device-only; included by paged_decode.hip and extend_attention.hip
-// under RADIXKV_GPU_NVIDIA. The AMD build uses the portable SIMT kernels
-// instead (docs/kernel-notes.md "AMD path"); an MFMA version of this file
-// (v_mfma_f32_16x16x16bf16_1k, seed 5.2's "MMAC" idea) is future work.
+// under RADIXKV_GPU_NVIDIA. The AMD counterpart for extend is
+// attention_mfma.h (v_mfma_f32_16x16x16{bf16_1k,f16}, seed 5.2's "MMAC"
+// idea); AMD decode uses the portable SIMT kernel (docs/kernel-notes.md
+// "AMD / Hygon path").
 //
 // One warp owns 16 query rows (FlashAttention-2 style): Q fragments and the
 // fp32 output accumulator live in registers; K and V tiles of kN keys are read
