@@ -50,7 +50,8 @@
 
 #include <stdint.h>
 
-#include "worker/numeric_types.h"  // RADIXKV_HOST_DEVICE
+#include "worker/kernels/attention_combine.h"  // CombineLse
+#include "worker/numeric_types.h"              // RADIXKV_HOST_DEVICE
 
 // RADIXKV_HAS_MFMA: 1 in device passes for targets with the bf16_1k MFMA
 // (gfx90a, gfx94x); 0 everywhere else (gfx906 has no MFMA, the NVIDIA and
@@ -194,6 +195,167 @@ RADIXKV_HOST_DEVICE constexpr bool GcnArchHasMfma(const char* name) {
          starts("gfx942");
 }
 
+// ------------------------------------------------------ the wavefront tile
+// WaveAttention is written once against an `Ops` policy of static members:
+//   Frag, Acc                  4 x 16-bit and 4 x fp32 vectors (subscriptable)
+//   int LaneId()               0..63
+//   float ShflXor(float v, int lane_mask)      whole wavefront
+//   Frag Load(const uint16_t* p)  4 consecutive elements, 8-byte aligned
+//   template <bool kBf16> Acc Mfma(Frag a, Frag b, Acc c)   c + A B, 16x16x16
+//   float Exp2(float)
+//   template <bool kBf16> uint16_t ToElem(float)   round to nearest even
+// DeviceOps (below) maps them onto gfx90a/gfx94x; attention_mfma_test.cc runs
+// this same source on the CPU with Ops that execute 64 lanes in lockstep and
+// emulate the MFMA from the ISA's lane table.
+
+// State of one wavefront's 16 query rows: Q^T fragments, the O^T
+// accumulators and the row's online-softmax state (lane holds row
+// LaneRow(lane); m is the full row max, l the lane's partial row sum until
+// Finish()). Every lane of the wavefront must call each method (MFMA and
+// shuffles need the whole wavefront).
+template <int D, int kN, bool kBf16, class Ops>
+struct WaveAttention {
+  static_assert(D % 16 == 0 && kN % 16 == 0, "tile shape");
+  static constexpr int kDSteps = D / 16;   // k-steps of S^T, m-tiles of O^T
+  static constexpr int kKSteps = kN / 16;  // m-tiles of S^T, k-steps of O^T
+  using Frag = typename Ops::Frag;
+  using Acc = typename Ops::Acc;
+
+  Frag q[kDSteps];
+  Acc o[kDSteps];
+  float m;
+  float l;
+
+  // Q rows: `q_row` points at this lane's row (D elements) or is null (row
+  // past the end: zeros).
+  RADIXKV_HOST_DEVICE void Init(const uint16_t* q_row) {
+    const int lane = Ops::LaneId();
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+      q[d] = q_row != nullptr ? Ops::Load(q_row + 16 * d + QDim(lane, 0))
+                              : Frag{0, 0, 0, 0};
+      o[d] = Acc{0.0f, 0.0f, 0.0f, 0.0f};
+    }
+    m = -INFINITY;
+    l = 0.0f;
+  }
+
+  // One K/V tile: kN keys from key index `key0` of the prefix (`prefix`,
+  // keys >= lp masked) or of the extend part (causal mask against the
+  // lane's row wave_row0 + LaneRow(lane); an extend tile entirely above the
+  // wavefront's 16 rows is skipped: wave-uniform). k_tile is [kN][KTileStride],
+  // vt_tile [D][VtTileStride]; scale_log2 = sm_scale * log2(e).
+  RADIXKV_HOST_DEVICE void Tile(const uint16_t* k_tile, const uint16_t* vt_tile,
+                                bool prefix, int32_t key0, int32_t lp,
+                                int32_t wave_row0, float scale_log2) {
+    if (!prefix && key0 > wave_row0 + 15) return;  // early exit
+    Acc s[kKSteps];
+    Scores(s, k_tile);
+    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > wave_row0;
+    const int lane = Ops::LaneId();
+    const int32_t row = wave_row0 + LaneRow(lane);
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int32_t key = key0 + 16 * j + ScoreKey(lane, i);
+        const bool ok = !need_mask || KeyVisible(prefix, key, lp, row);
+        s[j][i] = ok ? s[j][i] * scale_log2 : -INFINITY;
+      }
+    }
+    Accumulate(s, vt_tile);
+  }
+
+  // s = S^T (raw dot products) for the kN keys of a [kN][KTileStride] tile.
+  RADIXKV_HOST_DEVICE void Scores(Acc s[kKSteps],
+                                  const uint16_t* k_tile) const {
+    const int lane = Ops::LaneId();
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+      s[j] = Acc{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int d = 0; d < kDSteps; ++d) {
+        const Frag a =
+            Ops::Load(k_tile + KTileOffset<D>(16 * j + KKey(lane),
+                                              16 * d + KDim(lane, 0)));
+        s[j] = Ops::template Mfma<kBf16>(a, q[d], s[j]);
+      }
+    }
+  }
+
+  // Online-softmax update with base-2 logits `s` (scaled, masked entries
+  // -inf), then O^T += V^T P^T for the kN keys of a [D][VtTileStride] tile.
+  RADIXKV_HOST_DEVICE void Accumulate(Acc s[kKSteps], const uint16_t* vt_tile) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) mx = fmaxf(mx, s[j][i]);
+    }
+    mx = fmaxf(mx, Ops::ShflXor(mx, kRowLaneXor0));
+    mx = fmaxf(mx, Ops::ShflXor(mx, kRowLaneXor1));
+    const float m_new = fmaxf(m, mx);
+    const float m_ref = SoftmaxReference(m_new);
+    const float alpha = Ops::Exp2(m - m_ref);
+    float sum = 0.0f;
+    Frag p[kKSteps];
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const float e = Ops::Exp2(s[j][i] - m_ref);
+        sum += e;
+        p[j][i] = static_cast<short>(Ops::template ToElem<kBf16>(e));
+      }
+    }
+    l = l * alpha + sum;
+    m = m_new;
+    const int lane = Ops::LaneId();
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) o[d][i] *= alpha;
+#pragma unroll
+      for (int j = 0; j < kKSteps; ++j) {
+        const Frag a =
+            Ops::Load(vt_tile + VtTileOffset<kN>(16 * j + VKey(lane, 0),
+                                                 16 * d + VDim(lane)));
+        o[d] = Ops::template Mfma<kBf16>(a, p[j], o[d]);
+      }
+    }
+  }
+
+  // Reduces l over the 4 lanes of the row. Afterwards l is the full base-2
+  // exp-sum of the row relative to m.
+  RADIXKV_HOST_DEVICE void Finish() {
+    l += Ops::ShflXor(l, kRowLaneXor0);
+    l += Ops::ShflXor(l, kRowLaneXor1);
+  }
+
+  // After Finish(): writes the lane's D / 4 output elements of its row to
+  // `out_row` (D elements, 8-byte aligned) and, from the first lane of the
+  // row, the natural-log LSE to `lse` (may be null).
+  RADIXKV_HOST_DEVICE void Store(uint16_t* out_row, float* lse) const {
+    const int lane = Ops::LaneId();
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+      uint32_t w[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t lo = Ops::template ToElem<kBf16>(o[d][2 * i] * inv);
+        const uint32_t hi = Ops::template ToElem<kBf16>(o[d][2 * i + 1] * inv);
+        w[i] = lo | (hi << 16);
+      }
+      uint32_t* dst =
+          reinterpret_cast<uint32_t*>(out_row + 16 * d + OutDim(lane, 0));
+      dst[0] = w[0];
+      dst[1] = w[1];
+    }
+    if (lane < 16 && lse != nullptr) *lse = CombineLse(m, l);
+  }
+};
+
 }  // namespace radixkv::worker::gpu::mfma
 
 // ------------------------------------------------------------- device code
@@ -203,121 +365,40 @@ namespace radixkv::worker::gpu::mfma {
 
 static_assert(kWarpSize == kWaveLanes, "MFMA tiles need wave64");
 
-using Frag16 = short __attribute__((ext_vector_type(4)));  // 4 x 16-bit
-using FragF16 = _Float16 __attribute__((ext_vector_type(4)));
-using Acc = float __attribute__((ext_vector_type(4)));  // 4 x fp32
+// WaveAttention's operations on gfx90a / gfx94x.
+struct DeviceOps {
+  using Frag = short __attribute__((ext_vector_type(4)));  // 4 x 16-bit
+  using FragF16 = _Float16 __attribute__((ext_vector_type(4)));
+  using Acc = float __attribute__((ext_vector_type(4)));  // 4 x fp32
 
-// c += a * b for one 16x16x16 tile (bf16 or fp16 operands, fp32 accumulate).
-template <bool kBf16>
-__device__ __forceinline__ Acc Mfma16x16x16(Frag16 a, Frag16 b, Acc c) {
-  if constexpr (kBf16) {
-    return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
-  } else {
-    return __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(FragF16, a),
-                                                 __builtin_bit_cast(FragF16, b),
-                                                 c, 0, 0, 0);
-  }
-}
+  static __device__ __forceinline__ int LaneId() { return gpu::LaneId(); }
 
-// 4 consecutive 16-bit elements (8-byte aligned) as one operand fragment.
-__device__ __forceinline__ Frag16 LoadFrag(const uint16_t* p) {
-  return *reinterpret_cast<const Frag16*>(p);
-}
-
-// State of one wavefront's 16 query rows: Q^T fragments, the O^T
-// accumulators and the row's online-softmax state (lane holds row
-// LaneRow(lane); m is the full row max, l the lane's partial row sum until
-// Finish()).
-template <int D, int kN, bool kBf16>
-struct WaveAttention {
-  static_assert(D % 16 == 0 && kN % 16 == 0, "tile shape");
-  static constexpr int kDSteps = D / 16;   // k-steps of S^T, m-tiles of O^T
-  static constexpr int kKSteps = kN / 16;  // m-tiles of S^T, k-steps of O^T
-
-  Frag16 q[kDSteps];
-  Acc o[kDSteps];
-  float m;
-  float l;
-
-  // Q rows: `q_row` points at this lane's row (D elements) or is null (row
-  // past the end: zeros).
-  __device__ __forceinline__ void Init(const uint16_t* q_row) {
-    const int lane = LaneId();
-#pragma unroll
-    for (int d = 0; d < kDSteps; ++d) {
-      q[d] = q_row != nullptr ? LoadFrag(q_row + 16 * d + QDim(lane, 0))
-                              : Frag16{0, 0, 0, 0};
-      o[d] = Acc{0.0f, 0.0f, 0.0f, 0.0f};
-    }
-    m = -INFINITY;
-    l = 0.0f;
+  static __device__ __forceinline__ float ShflXor(float v, int lane_mask) {
+    return WarpShflXor(v, lane_mask);
   }
 
-  // s = S^T (raw dot products) for the kN keys of a [kN][KTileStride] tile.
-  __device__ __forceinline__ void Scores(Acc s[kKSteps],
-                                         const uint16_t* k_tile) const {
-    const int lane = LaneId();
-#pragma unroll
-    for (int j = 0; j < kKSteps; ++j) {
-      s[j] = Acc{0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int d = 0; d < kDSteps; ++d) {
-        const Frag16 a =
-            LoadFrag(k_tile + KTileOffset<D>(16 * j + KKey(lane),
-                                             16 * d + KDim(lane, 0)));
-        s[j] = Mfma16x16x16<kBf16>(a, q[d], s[j]);
-      }
+  static __device__ __forceinline__ Frag Load(const uint16_t* p) {
+    return *reinterpret_cast<const Frag*>(p);
+  }
+
+  // c + a * b for one 16x16x16 tile (bf16 or fp16 operands, fp32
+  // accumulate).
+  template <bool kBf16>
+  static __device__ __forceinline__ Acc Mfma(Frag a, Frag b, Acc c) {
+    if constexpr (kBf16) {
+      return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
+    } else {
+      return __builtin_amdgcn_mfma_f32_16x16x16f16(
+          __builtin_bit_cast(FragF16, a), __builtin_bit_cast(FragF16, b), c, 0,
+          0, 0);
     }
   }
 
-  // Online-softmax update with base-2 logits `s` (scaled, masked entries
-  // -inf), then O^T += V^T P^T for the kN keys of a [D][VtTileStride] tile.
-  __device__ __forceinline__ void Accumulate(Acc s[kKSteps],
-                                             const uint16_t* vt_tile) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kKSteps; ++j) {
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) mx = fmaxf(mx, s[j][i]);
-    }
-    mx = fmaxf(mx, WarpShflXor(mx, kRowLaneXor0));
-    mx = fmaxf(mx, WarpShflXor(mx, kRowLaneXor1));
-    const float m_new = fmaxf(m, mx);
-    const float m_ref = SoftmaxReference(m_new);
-    const float alpha = FastExp2(m - m_ref);
-    float sum = 0.0f;
-    Frag16 p[kKSteps];
-#pragma unroll
-    for (int j = 0; j < kKSteps; ++j) {
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const float e = FastExp2(s[j][i] - m_ref);
-        sum += e;
-        p[j][i] =
-            static_cast<short>(kBf16 ? FloatToBf16Bits(e) : FloatToHalfBits(e));
-      }
-    }
-    l = l * alpha + sum;
-    m = m_new;
-    const int lane = LaneId();
-#pragma unroll
-    for (int d = 0; d < kDSteps; ++d) {
-      o[d] *= alpha;
-#pragma unroll
-      for (int j = 0; j < kKSteps; ++j) {
-        const Frag16 a =
-            LoadFrag(vt_tile + VtTileOffset<kN>(16 * j + VKey(lane, 0),
-                                                16 * d + VDim(lane)));
-        o[d] = Mfma16x16x16<kBf16>(a, p[j], o[d]);
-      }
-    }
-  }
+  static __device__ __forceinline__ float Exp2(float x) { return FastExp2(x); }
 
-  // Reduces l over the 4 lanes of the row. Afterwards l is the full base-2
-  // exp-sum of the row relative to m.
-  __device__ __forceinline__ void Finish() {
-    l += WarpShflXor(l, kRowLaneXor0);
-    l += WarpShflXor(l, kRowLaneXor1);
+  template <bool kBf16>
+  static __device__ __forceinline__ uint16_t ToElem(float f) {
+    return kBf16 ? FloatToBf16Bits(f) : FloatToHalfBits(f);
   }
 };
 

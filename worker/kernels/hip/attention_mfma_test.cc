@@ -1,27 +1,33 @@
-// CPU check of the MFMA extend kernel's index math (attention_mfma.h,
-// ExtendMfmaKernel in extend_attention.hip). No AMD GPU is available to the
-// project, so this test:
-//   1. emulates one wave64 executing v_mfma_f32_16x16x16{f16,bf16_1k} exactly
-//      as the ISA documents its lane layout (AMD Matrix Instruction
-//      Calculator; the table is written out again in EmulateMfma below,
-//      independently of the header's functions);
-//   2. runs ExtendMfmaKernel's algorithm step by step on the host for every
-//      wavefront of every block (tile gather through kv_indices with the
-//      shared address function and the kernel's k_delta/v_delta split, LDS
-//      tile offsets, S^T = K Q^T, shifted causal mask and early exit, online
-//      softmax in base 2 with the xor-16/32 row reductions, P rounded to the
-//      operand type, O^T += V^T P^T, the row store), using the header's
-//      fragment functions for every register and LDS index;
+// CPU check of the MFMA extend kernel (attention_mfma.h, ExtendMfmaKernel in
+// extend_attention.hip). No AMD GPU is available to the project, so this
+// test:
+//   1. runs one wave64 on the CPU: 64 lanes as user contexts executed in
+//      lockstep (LockstepWave), with HostOps implementing the shuffles and
+//      v_mfma_f32_16x16x16{f16,bf16_1k} exactly as the ISA documents the
+//      instruction's lane layout (AMD Matrix Instruction Calculator; the
+//      table is written out again in HostOps::Mfma, independently of the
+//      header's fragment functions);
+//   2. runs the kernel's own wavefront code, mfma::WaveAttention (Init, Tile
+//      = S^T = K Q^T, mask, early exit, online softmax in base 2, O^T +=
+//      V^T P^T; Finish, Store), instantiated with HostOps, for every
+//      wavefront of every block, on LDS tiles filled as ExtendMfmaKernel
+//      fills them (gather through kv_indices with the shared address
+//      function and the kernel's k_delta / v_delta split; this fill loop is a
+//      transcription of the kernel's, not the same source);
 //   3. compares with a float64 reference on fresh random inputs (seed
 //      printed), all three pool layouts, bf16 and fp16, head_dim 64/128/256.
 // It verifies the kernel's index math against our reading of the ISA, not
 // the hardware: a misread lane table would be wrong in both places.
 #include "worker/kernels/hip/attention_mfma.h"
 
+#include <ucontext.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -45,30 +51,147 @@ uint16_t FloatToElem(float f, bool bf16) {
   return bf16 ? FloatToBf16(f).bits : FloatToFp16(f).bits;
 }
 
-// One wavefront executing D = A * B + C for a 16x16x16 MFMA. Per lane l and
-// item v (AMD Matrix Instruction Calculator, --register-layout):
-//   a[l][v] = A[l % 16][4 * (l / 16) + v]
-//   b[l][v] = B[4 * (l / 16) + v][l % 16]
-//   c[l][v] = C[4 * (l / 16) + v][l % 16]
-// Products are exact in fp32 for 16-bit inputs; accumulation in fp32.
-void EmulateMfma(const uint16_t a[kLanes][4], const uint16_t b[kLanes][4],
-                 float c[kLanes][4], bool bf16) {
-  float am[16][16], bm[16][16], cm[16][16];
-  for (int l = 0; l < kLanes; ++l) {
+// One wave64 on the CPU. The 64 lanes are user contexts (ucontext) run
+// round-robin on the calling thread; every collective operation ends with
+// Sync(), which returns to the scheduler, so no lane starts collective
+// operation n + 1 before every lane has reached operation n (lockstep, as
+// the hardware's single program counter). Collective operations alternate
+// between two exchange buffers, so a lane writing operation n + 1's inputs
+// cannot overwrite operation n's before every lane has read them. Lanes that
+// do not all reach the same number of collective operations (divergent
+// MFMA / shuffle) are reported by Run().
+class LockstepWave {
+ public:
+  struct Exchange {
+    float f[kLanes];
+    uint16_t a[kLanes][4];
+    uint16_t b[kLanes][4];
+  };
+
+  // Runs lane_fn(lane) for lanes 0..63 in lockstep. False if the lanes
+  // diverged in their collective operations.
+  template <class Fn>
+  bool Run(Fn&& lane_fn) {
+    std::function<void(int)> fn = lane_fn;
+    fn_ = &fn;
+    LockstepWave* const saved = current_;
+    current_ = this;
+    bool lockstep = true;
+    for (int l = 0; l < kLanes; ++l) {
+      getcontext(&lanes_[l]);
+      lanes_[l].uc_stack.ss_sp = &stacks_[static_cast<size_t>(l) * kStackBytes];
+      lanes_[l].uc_stack.ss_size = kStackBytes;
+      lanes_[l].uc_link = &main_;
+      makecontext(&lanes_[l], &LockstepWave::Entry, 0);
+      done_[l] = false;
+      ops_[l] = 0;
+    }
+    int live = kLanes;
+    while (live > 0) {
+      for (int l = 0; l < kLanes; ++l) {
+        if (done_[l]) continue;
+        lane_ = l;
+        swapcontext(&main_, &lanes_[l]);
+      }
+      live = 0;
+      for (int l = 0; l < kLanes; ++l) live += done_[l] ? 0 : 1;
+      if (live != 0 && live != kLanes) lockstep = false;
+      for (int l = 1; l < kLanes; ++l) lockstep &= ops_[l] == ops_[0];
+    }
+    current_ = saved;
+    return lockstep;
+  }
+
+  static LockstepWave& Current() { return *current_; }
+  int lane() const { return lane_; }
+
+  // The exchange buffer of the calling lane's next collective operation.
+  Exchange& NextExchange() { return exchange_[ops_[lane_]++ % 2]; }
+
+  // Ends the calling lane's part of a collective operation.
+  void Sync() { swapcontext(&lanes_[lane_], &main_); }
+
+ private:
+  static constexpr size_t kStackBytes = 128 * 1024;
+
+  static void Entry() {
+    LockstepWave& w = Current();
+    const int lane = w.lane_;
+    (*w.fn_)(lane);
+    w.done_[lane] = true;
+  }
+
+  static inline thread_local LockstepWave* current_ = nullptr;
+  std::function<void(int)>* fn_ = nullptr;
+  ucontext_t main_;
+  ucontext_t lanes_[kLanes];
+  std::vector<char> stacks_ = std::vector<char>(kLanes * kStackBytes);
+  bool done_[kLanes] = {};
+  int64_t ops_[kLanes] = {};
+  int lane_ = 0;
+  Exchange exchange_[2];
+};
+
+// WaveAttention's operations on the CPU (see attention_mfma.h "Ops").
+struct HostOps {
+  using Frag = short __attribute__((vector_size(8)));
+  using Acc = float __attribute__((vector_size(16)));
+
+  static int LaneId() { return LockstepWave::Current().lane(); }
+
+  static float ShflXor(float v, int lane_mask) {
+    LockstepWave& w = LockstepWave::Current();
+    const int lane = w.lane();
+    LockstepWave::Exchange& x = w.NextExchange();
+    x.f[lane] = v;
+    w.Sync();
+    return x.f[lane ^ lane_mask];
+  }
+
+  static Frag Load(const uint16_t* p) {
+    Frag f;
+    std::memcpy(&f, p, sizeof(f));
+    return f;
+  }
+
+  // D = A * B + C for a 16x16x16 MFMA, this lane's 4 items. ISA lane table
+  // (AMD Matrix Instruction Calculator, --register-layout):
+  //   A[i][k] is item k % 4 of lane i + 16 * (k / 4)
+  //   B[k][j] is item k % 4 of lane j + 16 * (k / 4)
+  //   C/D[i][j] is item i % 4 of lane j + 16 * (i / 4)
+  // Products of 16-bit values are exact in fp32; accumulation in fp32 in k
+  // order (the hardware's order is not documented).
+  template <bool kBf16>
+  static Acc Mfma(Frag a, Frag b, Acc c) {
+    LockstepWave& w = LockstepWave::Current();
+    const int lane = w.lane();
+    LockstepWave::Exchange& x = w.NextExchange();
     for (int v = 0; v < 4; ++v) {
-      am[l % 16][4 * (l / 16) + v] = ElemToFloat(a[l][v], bf16);
-      bm[4 * (l / 16) + v][l % 16] = ElemToFloat(b[l][v], bf16);
-      cm[4 * (l / 16) + v][l % 16] = c[l][v];
+      x.a[lane][v] = static_cast<uint16_t>(a[v]);
+      x.b[lane][v] = static_cast<uint16_t>(b[v]);
     }
-  }
-  for (int i = 0; i < 16; ++i) {
-    for (int j = 0; j < 16; ++j) {
-      float acc = cm[i][j];
-      for (int k = 0; k < 16; ++k) acc += am[i][k] * bm[k][j];
-      c[j + 16 * (i / 4)][i % 4] = acc;
+    w.Sync();
+    Acc d;
+    const int j = lane % 16;
+    for (int v = 0; v < 4; ++v) {
+      const int i = 4 * (lane / 16) + v;
+      float acc = c[v];
+      for (int k = 0; k < 16; ++k) {
+        acc += ElemToFloat(x.a[i + 16 * (k / 4)][k % 4], kBf16) *
+               ElemToFloat(x.b[j + 16 * (k / 4)][k % 4], kBf16);
+      }
+      d[v] = acc;
     }
+    return d;
   }
-}
+
+  static float Exp2(float x) { return std::exp2(x); }
+
+  template <bool kBf16>
+  static uint16_t ToElem(float f) {
+    return FloatToElem(f, kBf16);
+  }
+};
 
 TEST(AttentionMfmaTest, FragmentFunctionsMatchTheIsaTable) {
   // The header's inverse table against the forward formulas above, and the
@@ -91,42 +214,65 @@ TEST(AttentionMfmaTest, FragmentFunctionsMatchTheIsaTable) {
   }
 }
 
+template <bool kBf16>
+void CheckEmulatedMfma(std::mt19937& rng) {
+  // Fill A, B, C as matrices; each lane loads its fragments with the
+  // header's functions and runs HostOps::Mfma; D is gathered the same way.
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  float am[16][16], bm[16][16], cm[16][16], dm[16][16];
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      am[i][j] = ElemToFloat(FloatToElem(u(rng), kBf16), kBf16);
+      bm[i][j] = ElemToFloat(FloatToElem(u(rng), kBf16), kBf16);
+      cm[i][j] = u(rng);
+      dm[i][j] = NAN;
+    }
+  }
+  LockstepWave wave;
+  const bool lockstep = wave.Run([&](int lane) {
+    HostOps::Frag a, b;
+    HostOps::Acc c;
+    for (int v = 0; v < 4; ++v) {
+      a[v] = static_cast<short>(
+          FloatToElem(am[AFragRow(lane)][AFragK(lane, v)], kBf16));
+      b[v] = static_cast<short>(
+          FloatToElem(bm[BFragK(lane, v)][BFragCol(lane)], kBf16));
+      c[v] = cm[CFragRow(lane, v)][CFragCol(lane)];
+    }
+    const HostOps::Acc d = HostOps::Mfma<kBf16>(a, b, c);
+    for (int v = 0; v < 4; ++v) dm[CFragRow(lane, v)][CFragCol(lane)] = d[v];
+  });
+  EXPECT_TRUE(lockstep);
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      double want = cm[i][j];
+      for (int k = 0; k < 16; ++k) want += double{am[i][k]} * bm[k][j];
+      EXPECT_NEAR(dm[i][j], want, 1e-4) << "D[" << i << "][" << j << "]";
+    }
+  }
+}
+
 TEST(AttentionMfmaTest, EmulatedMfmaIsAMatrixProduct) {
-  // Fill A, B, C as matrices, scatter them into lanes with the header's
-  // functions, run the emulated instruction, gather D the same way.
   const uint32_t seed = std::random_device{}();
   std::printf("seed %u\n", seed);
   SCOPED_TRACE(seed);
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  for (bool bf16 : {true, false}) {
-    float am[16][16], bm[16][16], cm[16][16];
-    for (int i = 0; i < 16; ++i) {
-      for (int j = 0; j < 16; ++j) {
-        am[i][j] = ElemToFloat(FloatToElem(u(rng), bf16), bf16);
-        bm[i][j] = ElemToFloat(FloatToElem(u(rng), bf16), bf16);
-        cm[i][j] = u(rng);
-      }
-    }
-    uint16_t a[kLanes][4], b[kLanes][4];
-    float c[kLanes][4];
-    for (int l = 0; l < kLanes; ++l) {
-      for (int v = 0; v < 4; ++v) {
-        a[l][v] = FloatToElem(am[AFragRow(l)][AFragK(l, v)], bf16);
-        b[l][v] = FloatToElem(bm[BFragK(l, v)][BFragCol(l)], bf16);
-        c[l][v] = cm[CFragRow(l, v)][CFragCol(l)];
-      }
-    }
-    EmulateMfma(a, b, c, bf16);
-    for (int l = 0; l < kLanes; ++l) {
-      for (int v = 0; v < 4; ++v) {
-        const int i = CFragRow(l, v), j = CFragCol(l);
-        double want = cm[i][j];
-        for (int k = 0; k < 16; ++k) want += double{am[i][k]} * bm[k][j];
-        EXPECT_NEAR(c[l][v], want, 1e-4) << "lane " << l << " item " << v;
-      }
-    }
-  }
+  CheckEmulatedMfma<true>(rng);
+  CheckEmulatedMfma<false>(rng);
+}
+
+TEST(AttentionMfmaTest, LockstepWaveReportsDivergence) {
+  LockstepWave wave;
+  EXPECT_TRUE(wave.Run([](int lane) { (void)HostOps::ShflXor(lane, 1); }));
+  EXPECT_FALSE(wave.Run([](int lane) {
+    if (lane < 32) (void)HostOps::ShflXor(lane, 1);
+  }));
+  // ShflXor moves values between lanes.
+  float got[kLanes];
+  EXPECT_TRUE(wave.Run([&](int lane) {
+    got[lane] = HostOps::ShflXor(static_cast<float>(lane), kRowLaneXor1);
+  }));
+  for (int l = 0; l < kLanes; ++l) EXPECT_EQ(got[l], l ^ 32);
 }
 
 TEST(AttentionMfmaTest, GcnArchNames) {
@@ -282,27 +428,26 @@ void Reference(const Problem& pr, std::vector<double>& out,
   }
 }
 
-// ExtendMfmaKernel on the host: same block/wave/tile structure, same index
-// functions. kN keys per tile, 4 wavefronts x 16 rows per block.
-template <int D, int kN>
-void EmulateExtendMfma(const Problem& pr, std::vector<uint16_t>& out,
+// ExtendMfmaKernel on the host: the same grid, block and tile loop; LDS
+// tiles filled as the kernel fills them; every wavefront runs
+// WaveAttention<D, kN, kBf16, HostOps> (the kernel's wavefront code) in a
+// LockstepWave. Returns false if a wavefront's lanes diverged.
+template <int D, int kN, bool kBf16>
+bool EmulateExtendMfma(const Problem& pr, std::vector<uint16_t>& out,
                        std::vector<float>& lse) {
   constexpr int kWaves = 4, kBlockM = 16 * kWaves;
-  constexpr int kDSteps = D / 16, kKSteps = kN / 16;
-  const bool bf16 = pr.bf16;
-  const uint16_t nan_bits = bf16 ? 0x7fc0 : 0x7e00;
+  const uint16_t nan_bits = kBf16 ? 0x7fc0 : 0x7e00;
   const KvCacheGeometry& g = pr.g;
   const int32_t hq = pr.num_q_heads, hkv = g.num_kv_heads;
   const int32_t group = hq / hkv;
-  std::vector<uint16_t> k_tile(kN * KTileStride<D>());
-  std::vector<uint16_t> vt_tile(D * VtTileStride<kN>());
-  std::vector<int64_t> bases(2 * kN);
   const int32_t batch = static_cast<int32_t>(pr.qo_indptr.size()) - 1;
   int32_t max_le = 0;
   for (int32_t b = 0; b < batch; ++b) {
     max_le = std::max(max_le, pr.qo_indptr[b + 1] - pr.qo_indptr[b]);
   }
   const int32_t num_m_blocks = (max_le + kBlockM - 1) / kBlockM;
+  LockstepWave wave;
+  bool lockstep = true;
   for (int32_t b = 0; b < batch; ++b) {
     for (int32_t h = 0; h < hq; ++h) {
       for (int32_t bx = 0; bx < num_m_blocks; ++bx) {
@@ -317,37 +462,20 @@ void EmulateExtendMfma(const Problem& pr, std::vector<uint16_t>& out,
         const int32_t prefix_tiles = (lp + kN - 1) / kN;
         const int32_t extend_end = std::min(le, m0 + kBlockM);
         const int32_t num_tiles = prefix_tiles + (extend_end + kN - 1) / kN;
-        // Per wavefront and lane: Q^T fragments, O^T accumulators, m, l.
-        std::vector<uint16_t> q(kWaves * kLanes * kDSteps * 4);
-        std::vector<float> o(kWaves * kLanes * kDSteps * 4, 0.0f);
-        std::vector<float> m(kWaves * kLanes, -INFINITY);
-        std::vector<float> l(kWaves * kLanes, 0.0f);
-        auto qf = [&](int w, int lane, int d) {
-          return &q[((w * kLanes + lane) * kDSteps + d) * 4];
-        };
-        auto of = [&](int w, int lane, int d) {
-          return &o[((w * kLanes + lane) * kDSteps + d) * 4];
-        };
-        for (int w = 0; w < kWaves; ++w) {
-          for (int lane = 0; lane < kLanes; ++lane) {
-            const int32_t row = m0 + w * 16 + LaneRow(lane);
-            for (int d = 0; d < kDSteps; ++d) {
-              for (int i = 0; i < 4; ++i) {
-                qf(w, lane, d)[i] =
-                    row < le
-                        ? pr.q[(static_cast<size_t>(qo_start + row) * hq + h) *
-                                   D +
-                               16 * d + QDim(lane, i)]
-                        : 0;
-              }
-            }
-          }
-        }
+        // The block's LDS tiles, one pair per iteration. Poisoned first: a
+        // fragment read of anything not written (padding, a wrong offset)
+        // turns the row into NaN.
+        std::vector<std::vector<uint16_t>> k_tiles(num_tiles),
+            vt_tiles(num_tiles);
         for (int32_t it = 0; it < num_tiles; ++it) {
           const bool prefix = it < prefix_tiles;
           const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
-          for (int t = 0; t < kN; ++t) {  // one thread per key
-            const int32_t key = key0 + t;
+          k_tiles[it].assign(kN * KTileStride<D>(), nan_bits);
+          vt_tiles[it].assign(D * VtTileStride<kN>(), nan_bits);
+          const std::vector<uint16_t>& ksrc = prefix ? pr.k_cache : pr.k_ext;
+          const std::vector<uint16_t>& vsrc = prefix ? pr.v_cache : pr.v_ext;
+          for (int r = 0; r < kN; ++r) {  // one thread per key: slot bases
+            const int32_t key = key0 + r;
             int64_t kb = -1, vb = -1;
             if (prefix && key < lp) {
               const int64_t slot = pr.kv_indices[kv_start + key];
@@ -356,154 +484,45 @@ void EmulateExtendMfma(const Problem& pr, std::vector<uint16_t>& out,
             } else if (!prefix && key < le) {
               kb = vb = (static_cast<int64_t>(qo_start + key) * hkv + kvh) * D;
             }
-            bases[t] = kb;
-            bases[kN + t] = vb;
-          }
-          // Poison the tiles: a fragment read of anything not written below
-          // (padding, a wrong offset) turns the row into NaN.
-          std::fill(k_tile.begin(), k_tile.end(), nan_bits);
-          std::fill(vt_tile.begin(), vt_tile.end(), nan_bits);
-          const std::vector<uint16_t>& ksrc = prefix ? pr.k_cache : pr.k_ext;
-          const std::vector<uint16_t>& vsrc = prefix ? pr.v_cache : pr.v_ext;
-          for (int chunk = 0; chunk < D / 8; ++chunk) {
-            const int64_t kd =
-                prefix ? g.KOffset(0, kvh, chunk * 8) - g.KOffset(0, kvh, 0)
-                       : chunk * 8;
-            const int64_t vd =
-                prefix ? g.VOffset(0, kvh, chunk * 8) - g.VOffset(0, kvh, 0)
-                       : chunk * 8;
-            const int64_t v_step =
-                prefix && g.layout == KvLayout::kVllm ? g.VDimStride() : 1;
-            for (int r = 0; r < kN; ++r) {
-              const int64_t kb = bases[r], vb = bases[kN + r];
+            for (int chunk = 0; chunk < D / 8; ++chunk) {
+              const int64_t kd =
+                  prefix ? g.KOffset(0, kvh, chunk * 8) - g.KOffset(0, kvh, 0)
+                         : chunk * 8;
+              const int64_t vd =
+                  prefix ? g.VOffset(0, kvh, chunk * 8) - g.VOffset(0, kvh, 0)
+                         : chunk * 8;
+              const int64_t v_step =
+                  prefix && g.layout == KvLayout::kVllm ? g.VDimStride() : 1;
               for (int e = 0; e < 8; ++e) {
-                k_tile[KTileOffset<D>(r, chunk * 8 + e)] =
+                k_tiles[it][KTileOffset<D>(r, chunk * 8 + e)] =
                     kb >= 0 ? ksrc[kb + kd + e] : 0;
-                vt_tile[VtTileOffset<kN>(r, chunk * 8 + e)] =
+                vt_tiles[it][VtTileOffset<kN>(r, chunk * 8 + e)] =
                     vb >= 0 ? vsrc[vb + vd + e * v_step] : 0;
               }
             }
           }
-          for (int w = 0; w < kWaves; ++w) {
-            const int32_t wave_row0 = m0 + w * 16;
-            if (!prefix && key0 > wave_row0 + 15) continue;  // early exit
-            // S^T = K Q^T.
-            float s[kKSteps][kLanes][4] = {};
-            for (int j = 0; j < kKSteps; ++j) {
-              for (int d = 0; d < kDSteps; ++d) {
-                uint16_t a[kLanes][4], bq[kLanes][4];
-                for (int lane = 0; lane < kLanes; ++lane) {
-                  for (int i = 0; i < 4; ++i) {
-                    a[lane][i] = k_tile[KTileOffset<D>(16 * j + KKey(lane),
-                                                       16 * d + KDim(lane, i))];
-                    bq[lane][i] = qf(w, lane, d)[i];
-                  }
-                }
-                EmulateMfma(a, bq, s[j], bf16);
-              }
-            }
-            // Scale and mask.
-            const bool need_mask =
-                prefix ? key0 + kN > lp : key0 + kN - 1 > wave_row0;
-            for (int j = 0; j < kKSteps; ++j) {
-              for (int lane = 0; lane < kLanes; ++lane) {
-                for (int i = 0; i < 4; ++i) {
-                  const int32_t key = key0 + 16 * j + ScoreKey(lane, i);
-                  const int32_t row = wave_row0 + LaneRow(lane);
-                  const bool ok =
-                      !need_mask || KeyVisible(prefix, key, lp, row);
-                  s[j][lane][i] =
-                      ok ? s[j][lane][i] * pr.scale_log2 : -INFINITY;
-                }
-              }
-            }
-            // Online softmax: lane max, then butterflies over xor 16, 32.
-            float mx[kLanes], tmp[kLanes];
-            for (int lane = 0; lane < kLanes; ++lane) {
-              mx[lane] = -INFINITY;
-              for (int j = 0; j < kKSteps; ++j) {
-                for (int i = 0; i < 4; ++i) {
-                  mx[lane] = std::max(mx[lane], s[j][lane][i]);
-                }
-              }
-            }
-            for (int x : {kRowLaneXor0, kRowLaneXor1}) {
-              for (int lane = 0; lane < kLanes; ++lane) {
-                tmp[lane] = std::max(mx[lane], mx[lane ^ x]);
-              }
-              std::copy(tmp, tmp + kLanes, mx);
-            }
-            uint16_t p[kKSteps][kLanes][4];
-            for (int lane = 0; lane < kLanes; ++lane) {
-              float& ml = m[w * kLanes + lane];
-              const float m_new = std::max(ml, mx[lane]);
-              const float m_ref = SoftmaxReference(m_new);
-              const float alpha = std::exp2(ml - m_ref);
-              float sum = 0.0f;
-              for (int j = 0; j < kKSteps; ++j) {
-                for (int i = 0; i < 4; ++i) {
-                  const float e = std::exp2(s[j][lane][i] - m_ref);
-                  sum += e;
-                  p[j][lane][i] = FloatToElem(e, bf16);
-                }
-              }
-              l[w * kLanes + lane] = l[w * kLanes + lane] * alpha + sum;
-              ml = m_new;
-              for (int d = 0; d < kDSteps; ++d) {
-                for (int i = 0; i < 4; ++i) of(w, lane, d)[i] *= alpha;
-              }
-            }
-            // O^T += V^T P^T.
-            for (int d = 0; d < kDSteps; ++d) {
-              float acc[kLanes][4];
-              for (int lane = 0; lane < kLanes; ++lane) {
-                for (int i = 0; i < 4; ++i) acc[lane][i] = of(w, lane, d)[i];
-              }
-              for (int j = 0; j < kKSteps; ++j) {
-                uint16_t a[kLanes][4];
-                for (int lane = 0; lane < kLanes; ++lane) {
-                  for (int i = 0; i < 4; ++i) {
-                    a[lane][i] = vt_tile[VtTileOffset<kN>(
-                        16 * j + VKey(lane, i), 16 * d + VDim(lane))];
-                  }
-                }
-                EmulateMfma(a, p[j], acc, bf16);
-              }
-              for (int lane = 0; lane < kLanes; ++lane) {
-                for (int i = 0; i < 4; ++i) of(w, lane, d)[i] = acc[lane][i];
-              }
-            }
-          }
         }
-        // Finish (l over xor 16, 32) and the row store.
         for (int w = 0; w < kWaves; ++w) {
-          float lw[kLanes], tmp[kLanes];
-          for (int lane = 0; lane < kLanes; ++lane)
-            lw[lane] = l[w * kLanes + lane];
-          for (int x : {kRowLaneXor0, kRowLaneXor1}) {
-            for (int lane = 0; lane < kLanes; ++lane) {
-              tmp[lane] = lw[lane] + lw[lane ^ x];
-            }
-            std::copy(tmp, tmp + kLanes, lw);
-          }
-          for (int lane = 0; lane < kLanes; ++lane) {
-            const int32_t row = m0 + w * 16 + LaneRow(lane);
-            if (row >= le) continue;
+          const int32_t wave_row0 = m0 + w * 16;
+          lockstep &= wave.Run([&](int lane) {
+            const int32_t row = wave_row0 + LaneRow(lane);
             const size_t orow = static_cast<size_t>(qo_start + row) * hq + h;
-            const float inv = lw[lane] > 0.0f ? 1.0f / lw[lane] : 0.0f;
-            for (int d = 0; d < kDSteps; ++d) {
-              for (int i = 0; i < 4; ++i) {
-                out[orow * D + 16 * d + OutDim(lane, i)] =
-                    FloatToElem(of(w, lane, d)[i] * inv, bf16);
-              }
+            WaveAttention<D, kN, kBf16, HostOps> att;
+            att.Init(row < le ? &pr.q[orow * D] : nullptr);
+            for (int32_t it = 0; it < num_tiles; ++it) {
+              const bool prefix = it < prefix_tiles;
+              const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+              att.Tile(k_tiles[it].data(), vt_tiles[it].data(), prefix, key0,
+                       lp, wave_row0, pr.scale_log2);
             }
-            if (lane < 16)
-              lse[orow] = CombineLse(m[w * kLanes + lane], lw[lane]);
-          }
+            att.Finish();
+            if (row < le) att.Store(&out[orow * D], &lse[orow]);
+          });
         }
       }
     }
   }
+  return lockstep;
 }
 
 struct Case {
@@ -535,17 +554,18 @@ TEST_P(ExtendMfmaEmulationTest, MatchesFloat64Reference) {
   const uint16_t poison = c.bf16 ? 0x7fc0 : 0x7e00;
   std::vector<uint16_t> out(pr.q.size(), poison);
   std::vector<float> lse(pr.q.size() / c.head_dim, NAN);
-  switch (c.head_dim) {
-    case 64:
-      EmulateExtendMfma<64, 64>(pr, out, lse);
-      break;
-    case 128:
-      EmulateExtendMfma<128, 64>(pr, out, lse);
-      break;
-    default:
-      EmulateExtendMfma<256, 32>(pr, out, lse);
-      break;
+  bool lockstep = false;
+  if (c.head_dim == 64) {
+    lockstep = c.bf16 ? EmulateExtendMfma<64, 64, true>(pr, out, lse)
+                      : EmulateExtendMfma<64, 64, false>(pr, out, lse);
+  } else if (c.head_dim == 128) {
+    lockstep = c.bf16 ? EmulateExtendMfma<128, 64, true>(pr, out, lse)
+                      : EmulateExtendMfma<128, 64, false>(pr, out, lse);
+  } else {
+    lockstep = c.bf16 ? EmulateExtendMfma<256, 32, true>(pr, out, lse)
+                      : EmulateExtendMfma<256, 32, false>(pr, out, lse);
   }
+  EXPECT_TRUE(lockstep) << "a wavefront's lanes diverged in MFMA / shuffles";
   std::vector<double> want, want_lse;
   Reference(pr, want, want_lse);
   // bf16 P and outputs round at 2^-9 relative, fp16 at 2^-12.

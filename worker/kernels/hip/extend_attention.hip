@@ -1625,7 +1625,7 @@ __global__ void __launch_bounds__(kMfmaWaves * 64)
 #if RADIXKV_HAS_MFMA
   constexpr int kThreads = kMfmaWaves * kWarpSize;
   constexpr int kN = kMfmaKeys<D>;
-  using Wave = mfma::WaveAttention<D, kN, kBf16>;
+  using Wave = mfma::WaveAttention<D, kN, kBf16, mfma::DeviceOps>;
   constexpr int kChunksPerRow = D / 8;
   constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static_assert(kThreads % kChunksPerRow == 0, "chunk assignment");
@@ -1725,25 +1725,7 @@ __global__ void __launch_bounds__(kMfmaWaves * 64)
       }
     }
     __syncthreads();
-    // Extend tiles entirely above this wavefront's rows contribute nothing
-    // (wave-uniform branch).
-    if (prefix || key0 <= wave_row0 + 15) {
-      typename mfma::Acc s[Wave::kKSteps];
-      att.Scores(s, k_tile);
-      const bool need_mask =
-          prefix ? key0 + kN > lp : key0 + kN - 1 > wave_row0;
-#pragma unroll
-      for (int j = 0; j < Wave::kKSteps; ++j) {
-#pragma unroll
-        for (int i = 0; i < mfma::kItems; ++i) {
-          const int32_t key = key0 + 16 * j + mfma::ScoreKey(lane, i);
-          const bool ok =
-              !need_mask || mfma::KeyVisible(prefix, key, lp, my_row);
-          s[j][i] = ok ? s[j][i] * p.scale_log2 : -INFINITY;
-        }
-      }
-      att.Accumulate(s, vt_tile);
-    }
+    att.Tile(k_tile, vt_tile, prefix, key0, lp, wave_row0, p.scale_log2);
     __syncthreads();  // the tiles and bases are rewritten next iteration
   }
   att.Finish();
@@ -1751,20 +1733,7 @@ __global__ void __launch_bounds__(kMfmaWaves * 64)
   if (my_row >= le) return;
   const int64_t orow =
       static_cast<int64_t>(qo_start + my_row) * p.num_q_heads + h;
-  const float inv = att.l > 0.0f ? 1.0f / att.l : 0.0f;
-#pragma unroll
-  for (int d = 0; d < Wave::kDSteps; ++d) {
-    uint32_t w[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const uint32_t lo = FloatToElem<kBf16>(att.o[d][2 * i] * inv);
-      const uint32_t hi = FloatToElem<kBf16>(att.o[d][2 * i + 1] * inv);
-      w[i] = lo | (hi << 16);
-    }
-    *reinterpret_cast<uint2*>(p.out + orow * D + 16 * d +
-                              mfma::OutDim(lane, 0)) = make_uint2(w[0], w[1]);
-  }
-  if (lane < 16 && p.lse != nullptr) p.lse[orow] = CombineLse(att.m, att.l);
+  att.Store(p.out + orow * D, p.lse != nullptr ? p.lse + orow : nullptr);
 #else
   // gfx906 and other targets without MFMA: never launched (the launcher
   // checks the device's gcnArchName first).
