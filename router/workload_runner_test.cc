@@ -150,18 +150,26 @@ class FakeRouter final : public radixkv::v1::Router::Service {
   int peak_in_flight_ = 0;
 };
 
-TEST(WorkloadRunnerTest, RunsSessionsAndCarriesConversationHistory) {
-  FakeRouter fake;
+// Serves `fake` on a free loopback port and points `options` at it (no
+// progress line).
+std::unique_ptr<grpc::Server> ServeFakeRouter(FakeRouter* fake,
+                                              RunnerOptions* options) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                            &port);
-  builder.RegisterService(&fake);
-  auto server = builder.BuildAndStart();
+  builder.RegisterService(fake);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  options->router_address = absl::StrCat("127.0.0.1:", port);
+  options->progress = false;
+  return server;
+}
+
+TEST(WorkloadRunnerTest, RunsSessionsAndCarriesConversationHistory) {
+  FakeRouter fake;
   RunnerOptions options;
-  options.router_address = absl::StrCat("127.0.0.1:", port);
+  auto server = ServeFakeRouter(&fake, &options);
   options.concurrency = 2;
-  options.progress = false;
   WorkloadRunner runner(options);
   Workload w;
   w.name = "multi-turn";
@@ -197,16 +205,9 @@ TEST(WorkloadRunnerTest, RunsSessionsAndCarriesConversationHistory) {
 TEST(WorkloadRunnerTest, WorkloadConcurrencyOverridesTheRunnerDefault) {
   FakeRouter fake;
   fake.hold_until_in_flight_ = 3;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&fake);
-  auto server = builder.BuildAndStart();
   RunnerOptions options;
-  options.router_address = absl::StrCat("127.0.0.1:", port);
+  auto server = ServeFakeRouter(&fake, &options);
   options.concurrency = 1;
-  options.progress = false;
   WorkloadRunner runner(options);
   Workload w;
   w.name = "multi-turn";
