@@ -100,6 +100,23 @@ double RelL2(const std::vector<float>& a, const std::vector<float>& ref) {
   return a.size() == ref.size() ? std::sqrt(num / den) : INFINITY;
 }
 
+// A prefill batch of `prompts` with no cached prefix; sequence s writes its
+// KV to slots [256 s, 256 s + len) (each prompt <= 256 tokens).
+ForwardBatch PrefillBatch(const std::vector<std::vector<int32_t>>& prompts) {
+  ForwardBatch b;
+  b.qo_indptr = {0};
+  b.kv_indptr.assign(prompts.size() + 1, 0);
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    for (size_t i = 0; i < prompts[s].size(); ++i) {
+      b.input_ids.push_back(prompts[s][i]);
+      b.positions.push_back(static_cast<int32_t>(i));
+      b.out_cache_loc.push_back(static_cast<int32_t>(s * 256 + i));
+    }
+    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+  }
+  return b;
+}
+
 // ---------------------------------------------------------------- golden
 
 TEST(GpuGolden, LogitsFp32AndBf16) {
@@ -426,18 +443,11 @@ TEST(GpuExecutor, DeviceSampling) {
   std::printf("DeviceSampling seed=%u\n", seed);
   std::mt19937 rng(seed);
   // Four sequences prefilled in one batch; sample the next token each.
-  ForwardBatch b;
-  b.qo_indptr = {0};
-  b.kv_indptr = {0, 0, 0, 0, 0};
+  std::vector<std::vector<int32_t>> prompts(4);
   for (int s = 0; s < 4; ++s) {
-    const int len = 5 + s * 3;
-    for (int i = 0; i < len; ++i) {
-      b.input_ids.push_back(3 + rng() % 500);
-      b.positions.push_back(i);
-      b.out_cache_loc.push_back(s * 256 + i);
-    }
-    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
+    for (int i = 0; i < 5 + s * 3; ++i) prompts[s].push_back(3 + rng() % 500);
   }
+  const ForwardBatch b = PrefillBatch(prompts);
   std::vector<float> logits;
   std::vector<int32_t> tokens;
   std::vector<GpuSamplingParams> greedy(4);
@@ -587,17 +597,13 @@ TEST(GpuExecutor, ServingPathSamplesOnTheDevice) {
 
   // The interface directly: a row that needs no token reports -1, the
   // others equal the GpuSamplingParams path with the same (seed, step).
-  ForwardBatch b;
-  b.qo_indptr = {0};
-  b.kv_indptr = {0, 0, 0, 0};
+  std::vector<std::vector<int32_t>> batch_prompts(3);
   for (int s = 0; s < 3; ++s) {
     for (int i = 0; i < 6 + s; ++i) {
-      b.input_ids.push_back(3 + rng() % 500);
-      b.positions.push_back(i);
-      b.out_cache_loc.push_back(s * 256 + i);
+      batch_prompts[s].push_back(3 + rng() % 500);
     }
-    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
   }
+  const ForwardBatch b = PrefillBatch(batch_prompts);
   std::vector<SequenceSampling> ss(3);
   std::vector<GpuSamplingParams> gp(3);
   for (int s = 0; s < 3; ++s) {
@@ -664,19 +670,14 @@ TEST(GpuExecutor, NanLogitsFailOnlyTheirRow) {
   const uint32_t seed = std::random_device{}();
   std::printf("NanLogits seed=%u\n", seed);
   std::mt19937 rng(seed);
-  ForwardBatch b;
-  b.qo_indptr = {0};
-  b.kv_indptr = {0, 0, 0, 0};
+  std::vector<std::vector<int32_t>> prompts(3);
   for (int s = 0; s < 3; ++s) {
-    const int len = 6 + s;
-    for (int i = 0; i < len; ++i) {
-      const bool poison = s == 1 && i == len - 1;
-      b.input_ids.push_back(poison ? kPoisoned : 3 + rng() % (kVocab - 4));
-      b.positions.push_back(i);
-      b.out_cache_loc.push_back(s * 256 + i);
+    for (int i = 0; i < 6 + s; ++i) {
+      prompts[s].push_back(3 + rng() % (kVocab - 4));
     }
-    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
   }
+  prompts[1].back() = kPoisoned;  // sequence 1 ends in the NaN embedding
+  const ForwardBatch b = PrefillBatch(prompts);
   for (const float temperature : {0.0f, 0.8f}) {
     SCOPED_TRACE(absl::StrCat("temperature ", temperature));
     std::vector<SequenceSampling> ss(3);
