@@ -25,24 +25,28 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 (cd "$(dirname "$0")/../../.." && git rev-parse --short HEAD 2>/dev/null) \
   >>"${LOG}/gpu.txt" || true
 
+# run_cases NAME [VAR=VALUE ...] -- [TEST ARGS ...]: the device test with
+# those environment variables, logged to ${LOG}/NAME.log, rc[NAME].
+run_cases() {
+  local name=$1 vars=()
+  shift
+  while [[ "$1" != -- ]]; do vars+=("$1"); shift; done
+  shift
+  env "${vars[@]}" timeout "${TEST_TIMEOUT:-240}" "${TEST}" "$@" \
+    >"${LOG}/${name}.log" 2>&1
+  rc[${name}]=$?
+}
 if [[ "${STEPS}" == *,test,* ]]; then
-  timeout "${TEST_TIMEOUT:-240}" "${TEST}" ${TEST_ARGS:-} >"${LOG}/test.log" 2>&1
-  rc[test]=$?
+  run_cases test -- ${TEST_ARGS:-}
   # The extend cases again on the mma.sync kernel (the tensor-core path runs
   # the wgmma kernel on sm_90a by default).
-  RADIXKV_EXTEND_KERNEL=mma timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
-    --filter=extend >"${LOG}/test_mma.log" 2>&1
-  rc[test_mma]=$?
+  run_cases test_mma RADIXKV_EXTEND_KERNEL=mma -- --filter=extend
   # The extend cases again on the opt-in persistent wgmma kernel, its grid
   # capped at 3 blocks so that every block runs many work items.
-  RADIXKV_WGMMA_VARIANT=persistent RADIXKV_EXTEND_PERSISTENT_BLOCKS=3 \
-    timeout "${TEST_TIMEOUT:-240}" "${TEST}" --filter=extend \
-    >"${LOG}/test_persistent.log" 2>&1
-  rc[test_persistent]=$?
+  run_cases test_persistent RADIXKV_WGMMA_VARIANT=persistent \
+    RADIXKV_EXTEND_PERSISTENT_BLOCKS=3 -- --filter=extend
   # The decode cases again with the opt-in fused combine.
-  RADIXKV_DECODE_FUSED_COMBINE=1 timeout "${TEST_TIMEOUT:-240}" "${TEST}" \
-    --filter=decode >"${LOG}/test_fused.log" 2>&1
-  rc[test_fused]=$?
+  run_cases test_fused RADIXKV_DECODE_FUSED_COMBINE=1 -- --filter=decode
 fi
 if [[ "${STEPS}" == *,memcheck,* ]]; then
   timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
@@ -61,22 +65,15 @@ if [[ "${STEPS}" == *,bench,* ]]; then
 fi
 
 echo "== gpu"; cat "${LOG}/gpu.txt"
-if [[ -f "${LOG}/test.log" ]]; then
-  echo "== test (failures + summary)"
-  grep -E "FAIL|cases,|seed=" "${LOG}/test.log" | tail -40
-fi
-if [[ -f "${LOG}/test_mma.log" ]]; then
-  echo "== test, extend on mma.sync (failures + summary)"
-  grep -E "FAIL|cases,|seed=" "${LOG}/test_mma.log" | tail -20
-fi
-if [[ -f "${LOG}/test_persistent.log" ]]; then
-  echo "== test, extend on the persistent wgmma kernel, 3 blocks (failures + summary)"
-  grep -E "FAIL|cases,|seed=" "${LOG}/test_persistent.log" | tail -20
-fi
-if [[ -f "${LOG}/test_fused.log" ]]; then
-  echo "== test, decode with the fused combine (failures + summary)"
-  grep -E "FAIL|cases,|seed=" "${LOG}/test_fused.log" | tail -20
-fi
+# Failures and summary of each device-test log: name, lines kept, title.
+for entry in "test:40:test" "test_mma:20:test, extend on mma.sync" \
+  "test_persistent:20:test, extend on the persistent wgmma kernel, 3 blocks" \
+  "test_fused:20:test, decode with the fused combine"; do
+  IFS=: read -r name lines title <<<"${entry}"
+  [[ -f "${LOG}/${name}.log" ]] || continue
+  echo "== ${title} (failures + summary)"
+  grep -E "FAIL|cases,|seed=" "${LOG}/${name}.log" | tail -"${lines}"
+done
 for t in memcheck racecheck; do
   [[ -f "${LOG}/${t}.log" ]] && { echo "== ${t}"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|cases," "${LOG}/${t}.log" | tail -4; }
 done
