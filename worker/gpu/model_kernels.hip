@@ -383,13 +383,14 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
 
 constexpr int kRowThreads = 1024;
 
-__global__ void __launch_bounds__(kRowThreads)
-    ArgmaxKernel(const float* logits, int32_t vocab, int32_t* tokens) {
-  __shared__ float sv[kRowThreads];
-  __shared__ int32_t si[kRowThreads];
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  float best = -INFINITY;
-  int32_t best_i = -1;
+// Argmax of row[0, vocab) over the block (lowest index on ties) into `best`
+// and `best_i`, valid in every thread; or, when the row holds a NaN, true
+// in every thread and no argmax. sv / si: kRowThreads shared-memory slots.
+__device__ __forceinline__ bool RowArgmaxOrNan(const float* row, int32_t vocab,
+                                               float* sv, int32_t* si,
+                                               float& best, int32_t& best_i) {
+  best = -INFINITY;
+  best_i = -1;
   bool saw_nan = false;
   for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     const float v = row[i];
@@ -400,12 +401,22 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   // Also a barrier for BlockArgmax's first shared-memory write.
-  if (__syncthreads_or(saw_nan)) {
-    if (threadIdx.x == 0) tokens[blockIdx.x] = kDeviceSamplingFailedToken;
-    return;
-  }
+  if (__syncthreads_or(saw_nan)) return true;
   BlockArgmax(best, best_i, sv, si);
-  if (threadIdx.x == 0) tokens[blockIdx.x] = best_i;
+  return false;
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    ArgmaxKernel(const float* logits, int32_t vocab, int32_t* tokens) {
+  __shared__ float sv[kRowThreads];
+  __shared__ int32_t si[kRowThreads];
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  float best;
+  int32_t best_i;
+  const bool nan = RowArgmaxOrNan(row, vocab, sv, si, best, best_i);
+  if (threadIdx.x == 0) {
+    tokens[blockIdx.x] = nan ? kDeviceSamplingFailedToken : best_i;
+  }
 }
 
 // Order-preserving map of a float to uint32 (larger float -> larger key).
@@ -431,22 +442,12 @@ __global__ void __launch_bounds__(kRowThreads)
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const DeviceSamplingParams p = params[blockIdx.x];
   // Argmax first: the greedy answer and the fallback of a draw.
-  float best = -INFINITY;
-  int32_t best_i = -1;
-  bool saw_nan = false;
-  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float v = row[i];
-    saw_nan = saw_nan || v != v;
-    if ((v > best || best_i < 0) && !(v != v)) {
-      best = v;
-      best_i = i;
-    }
-  }
-  if (__syncthreads_or(saw_nan)) {
+  float best;
+  int32_t best_i;
+  if (RowArgmaxOrNan(row, vocab, sv, si, best, best_i)) {
     if (threadIdx.x == 0) tokens[blockIdx.x] = kDeviceSamplingFailedToken;
     return;
   }
-  BlockArgmax(best, best_i, sv, si);
   if (!(p.temperature > 0.0f)) {
     if (threadIdx.x == 0) tokens[blockIdx.x] = best_i;
     return;
