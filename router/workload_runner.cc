@@ -211,6 +211,11 @@ double HistogramQuantile(const std::map<double, double>& cumulative, double q) {
   return prev_le;
 }
 
+void MergeRoutingLatencyBuckets(const std::map<double, double>& add,
+                                std::map<double, double>* sum) {
+  for (const auto& [le, count] : add) (*sum)[le] += count;
+}
+
 WorkloadRunner::WorkloadRunner(RunnerOptions options)
     : options_(std::move(options)) {}
 
@@ -354,10 +359,14 @@ absl::StatusOr<RunResult> WorkloadRunner::Run(const Workload& workload,
       std::map<double, double> after =
           ParseRoutingLatencyBuckets(*text, config.policy);
       for (auto& [le, count] : after) count -= before[le];
+      if (!after.empty()) {
+        result.routing_decisions = static_cast<int64_t>(after.rbegin()->second);
+      }
       result.routing_p50_ms = HistogramQuantile(after, 0.50) * 1e3;
       result.routing_p99_ms = HistogramQuantile(after, 0.99) * 1e3;
       if (result.routing_p50_ms < 0) result.routing_p50_ms = -1;
       if (result.routing_p99_ms < 0) result.routing_p99_ms = -1;
+      result.routing_latency_buckets = std::move(after);
     }
   }
   Summarize(&result);
@@ -496,6 +505,7 @@ std::string FormatJson(const std::vector<RunResult>& runs) {
     j["hit_rate"] = r.hit_rate;
     j["requests_by_worker"] = r.requests_by_worker;
     j["routing_ms"] = {{"p50", r.routing_p50_ms}, {"p99", r.routing_p99_ms}};
+    j["routing_decisions"] = r.routing_decisions;
     out.push_back(j);
   }
   return out.dump(2);

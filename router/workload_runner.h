@@ -97,6 +97,11 @@ struct RunResult {
   // when unavailable.
   double routing_p50_ms = -1;
   double routing_p99_ms = -1;
+  // This run's routing decisions by latency bucket: cumulative counts keyed
+  // by the bucket's upper bound in seconds (Prometheus `le`), so that runs
+  // can be merged (MergeRoutingLatencyBuckets); empty when unavailable.
+  std::map<double, double> routing_latency_buckets;
+  int64_t routing_decisions = 0;
 };
 
 // Fills the aggregates of `result` from its records and duration.
@@ -134,6 +139,11 @@ std::map<double, double> ParseRoutingLatencyBuckets(const std::string& text,
 // Quantile q of the histogram given by cumulative buckets, linear inside
 // the bucket; -1 when empty.
 double HistogramQuantile(const std::map<double, double>& cumulative, double q);
+
+// Adds the cumulative bucket counts of `add` to `sum` (same bucket bounds,
+// as produced by ParseRoutingLatencyBuckets for one router).
+void MergeRoutingLatencyBuckets(const std::map<double, double>& add,
+                                std::map<double, double>* sum);
 
 }  // namespace radixkv::router
 

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -150,10 +151,14 @@ std::string Checks(const std::vector<router::RunResult>& runs) {
   }
   if (on != nullptr && on->routing_p99_ms >= 0) {
     absl::StrAppend(
-        &out, absl::StrFormat("  routing decision incl. Match p99: %.2f ms "
-                              "(target <= 2 ms) %s\n",
-                              on->routing_p99_ms,
-                              on->routing_p99_ms <= 2.0 ? "PASS" : "MISS"));
+        &out,
+        absl::StrFormat("  routing decision incl. Match p99: %.2f ms over %d "
+                        "decisions%s (target <= 2 ms) %s\n",
+                        on->routing_p99_ms, on->routing_decisions,
+                        on->routing_decisions < 100
+                            ? " (fewer than 100: p99 is about their maximum)"
+                            : "",
+                        on->routing_p99_ms <= 2.0 ? "PASS" : "MISS"));
   }
   return out;
 }
@@ -328,6 +333,27 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     absl::StrAppend(&report, section);
     all.insert(all.end(), runs.begin(), runs.end());
+  }
+  // The routing target over every cache_aware decision of the job: one
+  // workload's p99 rests on its two or three slowest decisions.
+  std::map<double, double> cache_aware_routing;
+  int64_t cache_aware_decisions = 0;
+  for (const router::RunResult& r : all) {
+    if (r.config.label != "cache_aware") continue;
+    router::MergeRoutingLatencyBuckets(r.routing_latency_buckets,
+                                       &cache_aware_routing);
+    cache_aware_decisions += r.routing_decisions;
+  }
+  if (cache_aware_decisions > 0) {
+    const double p99_ms =
+        router::HistogramQuantile(cache_aware_routing, 0.99) * 1e3;
+    const std::string line = absl::StrFormat(
+        "routing decision incl. Match, all cache_aware decisions of this job: "
+        "p50 %.2f ms, p99 %.2f ms over %d decisions (target <= 2 ms) %s\n\n",
+        router::HistogramQuantile(cache_aware_routing, 0.50) * 1e3, p99_ms,
+        cache_aware_decisions, p99_ms <= 2.0 ? "PASS" : "MISS");
+    std::fputs(line.c_str(), stdout);
+    absl::StrAppend(&report, line);
   }
   auto write = [](const std::string& path, const std::string& text) {
     if (path.empty()) return;

@@ -49,6 +49,21 @@ TEST(WorkloadRunnerTest, ParsesHistogramsAndInterpolatesQuantiles) {
   EXPECT_DOUBLE_EQ(HistogramQuantile({}, 0.5), -1);
 }
 
+TEST(WorkloadRunnerTest, MergedRunsGiveTheQuantileOfAllDecisions) {
+  // Run 1: 99 fast decisions (<= 1 ms) and 1 slow (<= 5 ms); its p99 lies in
+  // the slow bucket. Run 2: 100 fast ones. Together 199 of 200 are fast.
+  std::map<double, double> run1 = {{0.001, 99}, {0.005, 100}};
+  const std::map<double, double> run2 = {{0.001, 100}, {0.005, 100}};
+  std::map<double, double> all;
+  MergeRoutingLatencyBuckets(run1, &all);
+  MergeRoutingLatencyBuckets(run2, &all);
+  EXPECT_DOUBLE_EQ(all[0.001], 199);
+  EXPECT_DOUBLE_EQ(all[0.005], 200);
+  EXPECT_DOUBLE_EQ(HistogramQuantile(run1, 0.99), 0.001);
+  EXPECT_GT(HistogramQuantile(run1, 0.995), 0.001);
+  EXPECT_DOUBLE_EQ(HistogramQuantile(all, 0.99), 0.001 * 198 / 199);
+}
+
 TEST(WorkloadRunnerTest, RunConfigsParse) {
   auto c = ParseRunConfigs("cache_aware,cache_off,approx_tree");
   ASSERT_TRUE(c.ok());
