@@ -41,6 +41,21 @@ std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
+// The contract's request_id syntax (common.proto): 1..128 bytes of
+// [A-Za-z0-9._:-]. Checked before the id is used anywhere: it travels as
+// gRPC metadata (kRequestIdMetadataKey), where a byte outside printable
+// ASCII makes gRPC abort the process, and it is echoed in status messages.
+bool ValidRequestId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != ':' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A fresh request id: kAssignedRequestIdPrefix + 128 random bits in hex.
 std::string AssignRequestId() {
   absl::BitGen gen;  // Seeded from the OS entropy pool; not shared.
@@ -386,6 +401,22 @@ grpc::Status RouterService::Generate(
                                             "' (reserved for ids the router "
                                             "assigns)")));
   }
+  if (!request->request_id().empty() &&
+      !ValidRequestId(request->request_id())) {
+    return finish("invalid_argument",
+                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "request_id must be 1..128 bytes of "
+                               "[A-Za-z0-9._:-]"));
+  }
+  if (request->model().size() > kMaxModelNameBytes) {
+    // No worker can serve it (the cache service registers names of at most
+    // kMaxModelNameBytes), and echoing it would overflow the status metadata.
+    return finish(
+        "invalid_argument",
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("model has ", request->model().size(),
+                                  " bytes; at most ", kMaxModelNameBytes)));
+  }
   GenerateRequest forward = *request;
   if (forward.request_id().empty()) forward.set_request_id(AssignRequestId());
   const std::string& request_id = forward.request_id();
@@ -664,6 +695,11 @@ grpc::Status RouterService::Generate(
 grpc::Status RouterService::Abort(grpc::ServerContext* context,
                                   const radixkv::v1::AbortRequest* request,
                                   radixkv::v1::AbortResponse* response) {
+  if (!ValidRequestId(request->request_id())) {
+    // Never in flight; not echoed (it may be megabytes long).
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+  }
   std::shared_ptr<InFlight> flight;
   {
     absl::MutexLock lock(&mu_);

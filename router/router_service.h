@@ -90,6 +90,12 @@ struct RouterOptions {
 // may not use (their ids with this prefix are INVALID_ARGUMENT).
 inline constexpr char kAssignedRequestIdPrefix[] = "rtr-";
 
+// Longest request_id a client may send, bytes (common.proto).
+inline constexpr size_t kMaxRequestIdBytes = 128;
+// Longest model name, bytes: the cache service registers no longer name, so
+// a longer GenerateRequest.model is INVALID_ARGUMENT.
+inline constexpr size_t kMaxModelNameBytes = 256;
+
 class RouterService final : public radixkv::v1::Router::Service {
  public:
   // `tokenizer` may be null: text prompts are then forwarded as text and

@@ -709,5 +709,38 @@ TEST_F(RouterServiceTest, OversizedTextIsRejectedBeforeTokenizing) {
   EXPECT_EQ(RouterOptions().max_prompt_text_bytes, 131072 * 32);
 }
 
+// The request_id travels as gRPC metadata to the cache service; a byte that
+// is not valid in metadata (here UTF-8 "\xc3\xbc") made gRPC abort the
+// router ("API misuse ... INVALID_METADATA"). Bad ids and model names are
+// INVALID_ARGUMENT before anything is sent, with bounded messages.
+TEST_F(RouterServiceTest, MalformedRequestIdAndModelAreInvalidNotFatal) {
+  StartRouter();
+  for (const std::string& id : {std::string("\xc3\xbc"), std::string("a\nb"),
+                                std::string("a b"), std::string(129, 'a')}) {
+    StreamResult r = Run(Tokens({1, 2, 3}, id));
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << id;
+    EXPECT_EQ(r.status.error_message(),
+              "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+  }
+  GenerateRequest huge_model = Tokens({1, 2, 3});
+  huge_model.set_model(std::string(100000, 'm'));
+  StreamResult r = Run(huge_model);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "model has 100000 bytes; at most 256");
+  EXPECT_EQ(cache_.matches(), 0);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+  // Abort of a malformed id is answered without echoing it.
+  radixkv::v1::AbortRequest abort;
+  abort.set_request_id(std::string(100000, 'x'));
+  radixkv::v1::AbortResponse resp;
+  grpc::ClientContext actx;
+  grpc::Status st = stub_->Abort(&actx, abort, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(),
+            "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+  // The router still serves, the longest valid id included.
+  EXPECT_TRUE(Run(Tokens({1, 2, 3}, std::string(128, 'a'))).status.ok());
+}
+
 }  // namespace
 }  // namespace radixkv::router
