@@ -46,10 +46,28 @@ int64_t GetInt64(std::string_view in) {
   return static_cast<int64_t>(v);
 }
 
+// Longest status message sent, bytes. Messages echo client input (e.g.
+// "unknown worker <worker_id>"); gRPC carries them in trailing metadata,
+// whose default limit on the client is 8 KiB: a longer one reaches the client
+// as RESOURCE_EXHAUSTED "received initial metadata size exceeds limit"
+// instead of the real status.
+constexpr size_t kMaxStatusMessageBytes = 1024;
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  std::string message(status.message());
+  if (message.size() > kMaxStatusMessageBytes) {
+    size_t cut = kMaxStatusMessageBytes;
+    // Not inside a UTF-8 sequence (continuation bytes are 10xxxxxx).
+    while (cut > 0 &&
+           (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    message = absl::StrCat(message.substr(0, cut), "... (truncated from ",
+                           status.message().size(), " bytes)");
+  }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      std::move(message));
 }
 
 int64_t UnixMillis() { return absl::ToUnixMillis(absl::Now()); }

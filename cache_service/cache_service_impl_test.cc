@@ -635,6 +635,30 @@ TEST_F(CacheServiceImplTest, HeartbeatDeregisterEvictFlushStats) {
             grpc::StatusCode::NOT_FOUND);
 }
 
+// Error messages echo the worker_id; a 100 kB one overflowed the client's
+// 8 KiB metadata limit and arrived as RESOURCE_EXHAUSTED instead of
+// NOT_FOUND. Messages are now bounded (1 KiB + a truncation note).
+TEST_F(CacheServiceImplTest, HugeUnknownWorkerIdIsNotFoundWithABoundedMessage) {
+  const std::string huge(100000, 'x');
+  grpc::Status st = h_.Heartbeat(huge, 1, {});
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Heartbeat(huge, 1, {}));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LE(st.error_message().size(), 1100u);
+  EXPECT_NE(st.error_message().find("... (truncated from 1000"),
+            std::string::npos)
+      << st.error_message().substr(st.error_message().size() - 60);
+  pb::AcquireResponse lease;
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::NOT_FOUND,
+                            h_.Acquire(huge, 1, Range(1, 5), &lease));
+  grpc::ClientContext ctx;
+  pb::StatsRequest req;
+  req.set_worker_id(huge);
+  pb::StatsResponse resp;
+  EXPECT_EQ(h_.stub().Stats(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(CacheServiceImplTest, NewEpochWipesResidencyAndLeases) {
   pb::AcquireResponse lease;
   ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &lease).ok());
