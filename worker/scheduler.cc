@@ -266,9 +266,16 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
     const v1::GenerateRequest& request) {
   // --- Validation: nothing is queued and no memory is taken on error. ---
   if (!request.model().empty() && request.model() != options_.model_name) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown model '", request.model(),
-                     "' (this worker serves '", options_.model_name, "')"));
+    // Echoed only when short: the status message travels in gRPC metadata
+    // (8 KiB default limit on clients; a 100 kB name turned INVALID_ARGUMENT
+    // into RESOURCE_EXHAUSTED).
+    constexpr size_t kMaxEchoedModelBytes = 256;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown model ",
+        request.model().size() <= kMaxEchoedModelBytes
+            ? absl::StrCat("'", request.model(), "'")
+            : absl::StrCat("of ", request.model().size(), " bytes"),
+        " (this worker serves '", options_.model_name, "')"));
   }
   if (!request.request_id().empty() && !ValidRequestId(request.request_id())) {
     return absl::InvalidArgumentError(

@@ -127,6 +127,22 @@ TEST_F(WorkerServiceTest, ErrorsMapToGrpcCodes) {
   EXPECT_EQ(cache_->active_leases(), 0);
 }
 
+// The unknown model is echoed in the status message, which travels in gRPC
+// metadata; a 100 kB name reached remote clients as RESOURCE_EXHAUSTED
+// "received initial metadata size exceeds limit". Now the echo is bounded.
+TEST_F(WorkerServiceTest, HugeUnknownModelIsInvalidWithABoundedMessage) {
+  std::vector<v1::GenerateResponse> responses;
+  v1::GenerateRequest request = Request("huge-model", 4, 2);
+  request.set_model(std::string(100000, 'm'));
+  grpc::Status status = Run(request, &responses);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "unknown model of 100000 bytes (this worker serves '" +
+                SchedulerOptions().model_name + "')");
+  EXPECT_TRUE(responses.empty());
+  EXPECT_EQ(cache_->active_leases(), 0);
+}
+
 TEST_F(WorkerServiceTest, AbortRpcAndClientCancelReleaseLeases) {
   executor_->set_step_delay(absl::Milliseconds(2));
   // Abort RPC.
