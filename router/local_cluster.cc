@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -138,6 +139,19 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
   child->log_path_ = log_path;
   child->pid_ = pid;
   return child;
+}
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (wait_status == -1) return "not reaped";
+  if (WIFEXITED(wait_status)) {
+    return absl::StrCat("exit code ", WEXITSTATUS(wait_status));
+  }
+  if (WIFSIGNALED(wait_status)) {
+    const char* name = ::strsignal(WTERMSIG(wait_status));
+    return absl::StrCat("killed by signal ", WTERMSIG(wait_status), " (",
+                        name != nullptr ? name : "?", ")");
+  }
+  return absl::StrCat("wait status ", wait_status);
 }
 
 ChildProcess::~ChildProcess() { Stop(absl::Seconds(10)); }
@@ -302,14 +316,43 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
 
 LocalCluster::~LocalCluster() { Stop(); }
 
-void LocalCluster::Stop() {
+std::vector<std::string> LocalCluster::Stop() {
   const absl::Duration grace = absl::Seconds(10);
-  if (router_) router_->Stop(grace);
+  std::vector<ChildProcess*> order;
+  if (router_) order.push_back(router_.get());
   for (auto& w : workers_) {
-    if (w) w->Stop(grace);
+    if (w) order.push_back(w.get());
   }
-  if (cache_service_) cache_service_->Stop(grace);
-  if (redis_) redis_->Stop(grace);
+  if (cache_service_) order.push_back(cache_service_.get());
+  if (redis_) order.push_back(redis_.get());
+  std::vector<std::string> lines;
+  for (ChildProcess* p : order) {
+    const int status = p->Stop(grace);
+    if (absl::c_linear_search(reported_exits_, p->pid())) continue;
+    reported_exits_.push_back(p->pid());
+    lines.push_back(absl::StrCat(p->name(), " (pid ", p->pid(), ") ",
+                                 DescribeWaitStatus(status)));
+  }
+  return lines;
+}
+
+std::vector<std::string> LocalCluster::TakeExitedProcesses() {
+  std::vector<ChildProcess*> all = {router_.get(), cache_service_.get(),
+                                    redis_.get()};
+  for (auto& w : workers_) all.push_back(w.get());
+  std::vector<std::string> lines;
+  for (ChildProcess* p : all) {
+    if (p == nullptr || p->Running() ||
+        absl::c_linear_search(reported_exits_, p->pid())) {
+      continue;
+    }
+    reported_exits_.push_back(p->pid());
+    auto status = p->Wait(absl::ZeroDuration());
+    lines.push_back(absl::StrCat(p->name(), " (pid ", p->pid(), ") ",
+                                 DescribeWaitStatus(status.ok() ? *status : -1),
+                                 "; log ", p->log_path()));
+  }
+  return lines;
 }
 
 std::string LocalCluster::Bin(const std::string& name) const {

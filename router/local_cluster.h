@@ -54,6 +54,10 @@ struct ChildCpuPriority {
   CpuSchedulingClass scheduling_class = CpuSchedulingClass::kNormal;
 };
 
+// "exit code N" or "killed by signal N (NAME)" for a waitpid status; "not
+// reaped" for -1.
+std::string DescribeWaitStatus(int wait_status);
+
 // One child process with its output in a log file.
 class ChildProcess {
  public:
@@ -156,8 +160,16 @@ class LocalCluster {
       LocalClusterOptions options);
   ~LocalCluster();
 
-  // Stops every process (router, workers, cache service, redis). Idempotent.
-  void Stop();
+  // Stops every process (router, workers, cache service, redis) and returns
+  // one line per process stopped by this call: "<name> (pid P) <how it
+  // exited>" (DescribeWaitStatus), e.g. "router (pid 12) exit code 0".
+  // Idempotent (a second call returns nothing).
+  std::vector<std::string> Stop();
+
+  // Processes that exited on their own (crash, kill, early exit) since the
+  // last call, one line each as Stop() gives them; each is reported once.
+  // The --serve loop polls it (every 100 ms) to report a dead child at once.
+  std::vector<std::string> TakeExitedProcesses();
 
   std::string router_address() const;
   std::string router_metrics_address() const;
@@ -204,6 +216,8 @@ class LocalCluster {
   std::unique_ptr<ChildProcess> redis_, cache_service_, router_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
   int cache_service_starts_ = 0;
+  // pids already reported by TakeExitedProcesses() or Stop().
+  std::vector<pid_t> reported_exits_;
 };
 
 }  // namespace radixkv::router

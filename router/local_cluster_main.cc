@@ -275,7 +275,15 @@ int main(int argc, char** argv) {
         }
         std::printf("serving until Ctrl-C / SIGTERM\n");
         std::fflush(stdout);
-        while (!g_interrupted) absl::SleepFor(absl::Milliseconds(100));
+        while (!g_interrupted) {
+          absl::SleepFor(absl::Milliseconds(100));
+          // A child that dies while serving is reported at once (the
+          // cluster keeps serving what it can until Ctrl-C).
+          for (const std::string& line : c.TakeExitedProcesses()) {
+            std::printf("radixkv: %s\n", line.c_str());
+            std::fflush(stdout);
+          }
+        }
       } else {
         std::vector<std::string> argv = {
             absl::StrCat(options.bin_dir, "/router/workload_runner"),
@@ -303,7 +311,12 @@ int main(int argc, char** argv) {
       }
       std::printf("stopping the cluster...\n");
       std::fflush(stdout);
-      c.Stop();
+      for (const std::string& line : c.TakeExitedProcesses()) {
+        std::printf("radixkv: %s\n", line.c_str());
+      }
+      for (const std::string& line : c.Stop()) {
+        std::printf("  %s\n", line.c_str());
+      }
       int64_t preemptions = 0;
       for (int i = 0; i < c.num_workers(); ++i) {
         preemptions += CountLogLines(

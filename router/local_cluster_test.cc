@@ -105,5 +105,28 @@ TEST(ChildProcessTest, RejectsANegativeNiceIncrement) {
   EXPECT_EQ(child.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// What the launcher prints for a child that died (--serve reports it at once
+// through LocalCluster::TakeExitedProcesses, and every stop through Stop()).
+TEST(DescribeWaitStatusTest, ExitCodesAndSignalsOfRealChildren) {
+  auto exits = ChildProcess::Start("sh", {"/bin/sh", "-c", "exit 3"}, "");
+  ASSERT_TRUE(exits.ok()) << exits.status();
+  auto status = (*exits)->Wait(absl::Seconds(20));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(DescribeWaitStatus(*status), "exit code 3");
+
+  auto aborts =
+      ChildProcess::Start("sh", {"/bin/sh", "-c", "kill -ABRT $$"}, "");
+  ASSERT_TRUE(aborts.ok()) << aborts.status();
+  status = (*aborts)->Wait(absl::Seconds(20));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(DescribeWaitStatus(*status), "killed by signal 6 (Aborted)");
+
+  auto sleeps = ChildProcess::Start("sleep", {"/usr/bin/sleep", "30"}, "");
+  ASSERT_TRUE(sleeps.ok()) << sleeps.status();
+  EXPECT_EQ(DescribeWaitStatus((*sleeps)->Stop(absl::Seconds(10))),
+            "killed by signal 15 (Terminated)");
+  EXPECT_EQ(DescribeWaitStatus(-1), "not reaped");
+}
+
 }  // namespace
 }  // namespace radixkv::router
