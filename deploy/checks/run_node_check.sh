@@ -37,7 +37,16 @@ else
   mkdir -p "$tmp"
   cp "${root}/deploy/package.json" "$lock" "$tmp/"
   echo "run_node_check: deploy/node_modules missing or stale; npm ci into $tmp" >&2
-  (cd "$tmp" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error) >&2 ||
+  # Bazel's sandbox mounts the home directory read-only: then npm's cache
+  # (~/.npm) cannot be written, and a private one in $tmp is used instead.
+  cache_args=()
+  npm_cache="$(npm config get cache 2>/dev/null || true)"
+  if [[ -z "$npm_cache" ]] || ! mkdir -p "$npm_cache" 2>/dev/null ||
+     [[ ! -w "$npm_cache" ]]; then
+    cache_args=(--cache "$tmp/cache")
+  fi
+  (cd "$tmp" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
+     ${cache_args[@]+"${cache_args[@]}"}) >&2 ||
     die "npm ci failed (run scripts/install_deps.sh)"
   modules="$tmp/node_modules"
 fi
