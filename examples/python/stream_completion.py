@@ -2,10 +2,12 @@
 """Streams a completion from a radixkv router (Debian python3-grpcio).
 
 Usage (from the repository root, with a cluster running, e.g.
-`bazel-bin/router/local_cluster --serve`):
+`bazel-bin/router/local_cluster --serve --base_port=50100`, whose router
+listens on 127.0.0.1:50102; without --base_port it prints the port it
+picked):
 
   /usr/bin/python3 examples/python/stream_completion.py \
-      --router 127.0.0.1:50050 --prompt "Licensed under the Apache License"
+      --router 127.0.0.1:50102 --prompt "Licensed under the Apache License"
 
 Prints the text as it streams, then one summary line: worker, prompt /
 cached / completion tokens, finish reason. The gRPC stubs are generated from
