@@ -9,7 +9,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -32,17 +35,6 @@ namespace radixkv::process {
 namespace {
 
 std::atomic<bool> g_shutdown_requested{false};
-// A shutdown signal caught by RecordShutdownSignal (0 = none).
-std::atomic<int> g_caught_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free);
-
-// Runs only on threads that do not block the shutdown signals: threads that
-// libraries started before InitProcess (OpenBLAS starts its pool from a
-// shared-library constructor). Without it the default action of SIGTERM on
-// such a thread killed the whole process (exit by signal 15, no drain)
-// whenever WaitForShutdownSignal was not waiting: during start-up (model
-// load) and on a second SIGTERM during the drain. Async-signal-safe.
-extern "C" void RecordShutdownSignal(int sig) { g_caught_signal.store(sig); }
 
 sigset_t ShutdownSignals() {
   sigset_t set;
@@ -59,25 +51,35 @@ void DisableMutexDeadlockDetection() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
+bool IsHelpFlagsFile(absl::string_view program, absl::string_view file) {
+  absl::string_view base = file;
+  const size_t slash = base.find_last_of('/');
+  if (slash != absl::string_view::npos) base.remove_prefix(slash + 1);
+  if (base == "main.cc") return true;
+  if (absl::EndsWith(file, "process/process_lifecycle.cc")) return true;
+  if (program.empty() || !absl::ConsumePrefix(&base, program)) return false;
+  return absl::StartsWith(base, ".") || absl::StartsWith(base, "-main.") ||
+         absl::StartsWith(base, "_main.");
+}
+
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
   DisableMutexDeadlockDetection();
+  std::string program = argc > 0 && argv[0] != nullptr ? argv[0] : "";
+  program = program.substr(program.find_last_of('/') + 1);
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [program](absl::string_view file) {
+    return IsHelpFlagsFile(program, file);
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(usage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
-  BlockShutdownSignals();
-  signal(SIGPIPE, SIG_IGN);
-  return positional;
-}
-
-void BlockShutdownSignals() {
   sigset_t set = ShutdownSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  struct sigaction action = {};
-  action.sa_handler = RecordShutdownSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return positional;
 }
 
 bool CheckFlagsOnly() { return absl::GetFlag(FLAGS_check_flags); }
@@ -98,15 +100,9 @@ std::string ListenAddress(int port) {
 
 int WaitForShutdownSignal() {
   sigset_t set = ShutdownSignals();
+  int sig = 0;
   while (true) {
-    // A signal that landed on a thread not blocking it was recorded by
-    // RecordShutdownSignal instead of being queued for sigtimedwait: poll.
-    int sig = g_caught_signal.exchange(0);
-    if (sig == 0) {
-      const timespec poll = {0, 100 * 1000 * 1000};  // 100 ms
-      sig = sigtimedwait(&set, nullptr, &poll);
-      if (sig < 0) continue;  // EAGAIN (timeout) or EINTR
-    }
+    if (sigwait(&set, &sig) != 0) continue;
     if (sig == SIGUSR1) {
       if (g_shutdown_requested.load()) return 0;
       continue;

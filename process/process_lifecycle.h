@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
@@ -29,12 +30,15 @@ namespace radixkv::process {
 // positional arguments.
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
 
-// The signal part of InitProcess: blocks SIGTERM/SIGINT/SIGUSR1 in the
-// calling thread and installs a handler that records them for
-// WaitForShutdownSignal() when they land on a thread that does not block
-// them (one a library started before main, e.g. OpenBLAS's pool), instead of
-// the default action killing the process.
-void BlockShutdownSignals();
+// Whether `--help` of the binary `program` (argv[0]'s basename) lists the
+// flags defined in `file` (the source path Abseil records for a flag, e.g.
+// "router/main.cc"). Abseil's default lists only <program>.cc,
+// <program>-main.cc and <program>_main.cc, so `router --help` printed "No
+// flags matched" (its flags live in router/main.cc). Also true: any
+// "main.cc" (a binary links one) and process/process_lifecycle.cc (the
+// flags every process shares: --bind_address, --log_level, --check_flags).
+// InitProcess installs it for --help and --helpshort; --helpfull lists all.
+bool IsHelpFlagsFile(absl::string_view program, absl::string_view file);
 
 // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock (gRPC's
 // included) runs the debug deadlock detector's graph-cycle bookkeeping; it
@@ -55,10 +59,7 @@ int FinishCheckFlags(const absl::Status& validation);
 std::string ListenAddress(int port);
 
 // Blocks until SIGTERM or SIGINT arrives (or RequestShutdown() is called);
-// returns the signal number (0 for RequestShutdown). A signal that arrived
-// since InitProcess while nobody waited (e.g. during start-up) is returned
-// at once; signals arriving while nobody waits again later (a second SIGTERM
-// during the drain) do not kill the process.
+// returns the signal number (0 for RequestShutdown).
 int WaitForShutdownSignal();
 
 // Makes WaitForShutdownSignal() return, from any thread (used by tests and

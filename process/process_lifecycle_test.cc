@@ -1,13 +1,10 @@
 #include "process/process_lifecycle.h"
 
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <string>
-#include <thread>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -42,6 +39,24 @@ class HeldPort {
   int port_ = 0;
 };
 
+TEST(IsHelpFlagsFileTest, MainFilesAndSharedFlagsAreListed) {
+  // The processes' flags live in <package>/main.cc, which Abseil's default
+  // filter does not match for `router --help` ("No flags matched").
+  EXPECT_TRUE(IsHelpFlagsFile("router", "router/main.cc"));
+  EXPECT_TRUE(IsHelpFlagsFile("worker_gpu", "worker/main.cc"));
+  EXPECT_TRUE(IsHelpFlagsFile("cache_service", "process/process_lifecycle.cc"));
+  // Abseil's default rule is kept: <program>.cc, -main.cc, _main.cc.
+  EXPECT_TRUE(IsHelpFlagsFile("local_cluster", "router/local_cluster_main.cc"));
+  EXPECT_TRUE(IsHelpFlagsFile("loadgen", "tools/loadgen-main.cc"));
+  EXPECT_TRUE(IsHelpFlagsFile("loadgen", "loadgen.cc"));
+  // Libraries' flags (and Abseil's, gRPC's) stay out of --help.
+  EXPECT_FALSE(IsHelpFlagsFile("router", "router/router_service.cc"));
+  EXPECT_FALSE(IsHelpFlagsFile("router", "absl/flags/parse.cc"));
+  EXPECT_FALSE(
+      IsHelpFlagsFile("local_cluster", "router/local_cluster_test.cc"));
+  EXPECT_FALSE(IsHelpFlagsFile("", "router/router_service.cc"));
+}
+
 TEST(MetricsEndpointTest, StartOnPortZeroIsDisabledButHasARegistry) {
   auto endpoint = MetricsEndpoint::StartOnPort(0);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
@@ -70,34 +85,6 @@ TEST(MetricsEndpointTest, StartOnPortTakenIsUnavailable) {
   ASSERT_FALSE(endpoint.ok());
   EXPECT_EQ(endpoint.status().code(), absl::StatusCode::kUnavailable)
       << endpoint.status();
-}
-
-// A thread started before the signals are blocked (as OpenBLAS starts its
-// pool from a library constructor, before main) does not block SIGTERM; the
-// kernel delivered SIGTERM to it while no thread was in sigwait, and the
-// default action killed the whole process (the worker exited by signal 15
-// during model load, and on a second SIGTERM during its drain).
-TEST(ShutdownSignalsTest, SignalsOnALibraryThreadReachWaitForShutdownSignal) {
-  std::atomic<bool> stop{false}, unblocked{false};
-  std::thread library_thread([&] {
-    // Explicitly: the test runner may have started us with them blocked.
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
-    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-    unblocked.store(true);
-    while (!stop.load()) ::usleep(1000);
-  });
-  while (!unblocked.load()) ::usleep(1000);
-  BlockShutdownSignals();
-  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
-  EXPECT_EQ(WaitForShutdownSignal(), SIGTERM);
-  ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
-  EXPECT_EQ(WaitForShutdownSignal(), SIGINT);
-  RequestShutdown();
-  EXPECT_EQ(WaitForShutdownSignal(), 0);
-  stop.store(true);
-  library_thread.join();
 }
 
 }  // namespace

@@ -87,6 +87,24 @@ class ProcessHealthTest(unittest.TestCase):
                 self.assertEqual(bad.returncode, 2)
                 self.assertIn("grpc_port", bad.stderr)
 
+    def test_help_lists_the_binary_flags(self):
+        # Their flags are in <package>/main.cc, which Abseil's --help did
+        # not list ("No flags matched").
+        expected = {
+            "cache_service": ["--redis", "--eviction_policy"],
+            "router": ["--cache_service", "--policy"],
+            "worker": ["--model_dir", "--kv_capacity_tokens"],
+        }
+        for name, binary in BINARIES.items():
+            with self.subTest(binary=name):
+                run = subprocess.run([binary, "--help"], capture_output=True,
+                                     text=True, timeout=30)
+                out = run.stdout + run.stderr
+                self.assertNotIn("No flags matched", out)
+                for flag in expected[name] + ["--grpc_port", "--metrics_port",
+                                              "--bind_address", "--check_flags"]:
+                    self.assertIn(flag + " (", out)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
