@@ -35,6 +35,17 @@ namespace radixkv::process {
 namespace {
 
 std::atomic<bool> g_shutdown_requested{false};
+// A shutdown signal caught by RecordShutdownSignal (0 = none).
+std::atomic<int> g_caught_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+// Runs only on threads that do not block the shutdown signals: threads that
+// libraries started before InitProcess (OpenBLAS starts its pool from a
+// shared-library constructor). Without it the default action of SIGTERM on
+// such a thread killed the whole process (exit by signal 15, no drain)
+// whenever WaitForShutdownSignal was not waiting: during start-up (model
+// load) and on a second SIGTERM during the drain. Async-signal-safe.
+extern "C" void RecordShutdownSignal(int sig) { g_caught_signal.store(sig); }
 
 sigset_t ShutdownSignals() {
   sigset_t set;
@@ -76,10 +87,19 @@ std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
-  sigset_t set = ShutdownSignals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  BlockShutdownSignals();
   signal(SIGPIPE, SIG_IGN);
   return positional;
+}
+
+void BlockShutdownSignals() {
+  sigset_t set = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  struct sigaction action = {};
+  action.sa_handler = RecordShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
 }
 
 bool CheckFlagsOnly() { return absl::GetFlag(FLAGS_check_flags); }
@@ -100,9 +120,15 @@ std::string ListenAddress(int port) {
 
 int WaitForShutdownSignal() {
   sigset_t set = ShutdownSignals();
-  int sig = 0;
   while (true) {
-    if (sigwait(&set, &sig) != 0) continue;
+    // A signal that landed on a thread not blocking it was recorded by
+    // RecordShutdownSignal instead of being queued for sigtimedwait: poll.
+    int sig = g_caught_signal.exchange(0);
+    if (sig == 0) {
+      const timespec poll = {0, 100 * 1000 * 1000};  // 100 ms
+      sig = sigtimedwait(&set, nullptr, &poll);
+      if (sig < 0) continue;  // EAGAIN (timeout) or EINTR
+    }
     if (sig == SIGUSR1) {
       if (g_shutdown_requested.load()) return 0;
       continue;

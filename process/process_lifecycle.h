@@ -40,6 +40,13 @@ std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
 // InitProcess installs it for --help and --helpshort; --helpfull lists all.
 bool IsHelpFlagsFile(absl::string_view program, absl::string_view file);
 
+// The signal part of InitProcess: blocks SIGTERM/SIGINT/SIGUSR1 in the
+// calling thread and installs a handler that records them for
+// WaitForShutdownSignal() when they land on a thread that does not block
+// them (one a library started before main, e.g. OpenBLAS's pool), instead of
+// the default action killing the process.
+void BlockShutdownSignals();
+
 // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock (gRPC's
 // included) runs the debug deadlock detector's graph-cycle bookkeeping; it
 // cost the cache service ~35% of its CPU per Acquire+Commit pair (94 -> 59 us,
@@ -59,7 +66,10 @@ int FinishCheckFlags(const absl::Status& validation);
 std::string ListenAddress(int port);
 
 // Blocks until SIGTERM or SIGINT arrives (or RequestShutdown() is called);
-// returns the signal number (0 for RequestShutdown).
+// returns the signal number (0 for RequestShutdown). A signal that arrived
+// since InitProcess while nobody waited (e.g. during start-up) is returned
+// at once; signals arriving while nobody waits again later (a second SIGTERM
+// during the drain) do not kill the process.
 int WaitForShutdownSignal();
 
 // Makes WaitForShutdownSignal() return, from any thread (used by tests and

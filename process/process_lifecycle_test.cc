@@ -1,10 +1,13 @@
 #include "process/process_lifecycle.h"
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -85,6 +88,34 @@ TEST(MetricsEndpointTest, StartOnPortTakenIsUnavailable) {
   ASSERT_FALSE(endpoint.ok());
   EXPECT_EQ(endpoint.status().code(), absl::StatusCode::kUnavailable)
       << endpoint.status();
+}
+
+// A thread started before the signals are blocked (as OpenBLAS starts its
+// pool from a library constructor, before main) does not block SIGTERM; the
+// kernel delivered SIGTERM to it while no thread was in sigwait, and the
+// default action killed the whole process (the worker exited by signal 15
+// during model load, and on a second SIGTERM during its drain).
+TEST(ShutdownSignalsTest, SignalsOnALibraryThreadReachWaitForShutdownSignal) {
+  std::atomic<bool> stop{false}, unblocked{false};
+  std::thread library_thread([&] {
+    // Explicitly: the test runner may have started us with them blocked.
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    unblocked.store(true);
+    while (!stop.load()) ::usleep(1000);
+  });
+  while (!unblocked.load()) ::usleep(1000);
+  BlockShutdownSignals();
+  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+  EXPECT_EQ(WaitForShutdownSignal(), SIGTERM);
+  ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+  EXPECT_EQ(WaitForShutdownSignal(), SIGINT);
+  RequestShutdown();
+  EXPECT_EQ(WaitForShutdownSignal(), 0);
+  stop.store(true);
+  library_thread.join();
 }
 
 }  // namespace
