@@ -243,9 +243,12 @@ int main(int argc, char** argv) {
       "issue's shared-prefix defaults 64x16 groups, 2048-token\nsystem "
       "prompts, 256 output tokens are flags: --sp_groups=64 "
       "--sp_prompts_per_group=16\n--sp_system_tokens=2048 ...; prompt + "
-      "output must fit %d positions).\nEach run starts with a flushed cache; "
+      "output must fit %d positions).\n%s; "
       "greedy decoding with ignore_eos (fixed output lengths).\n\n",
-      options.router_address, options.concurrency, seed, max_context);
+      options.router_address, options.concurrency, seed, max_context,
+      options.cache_service_address.empty()
+          ? "The cache is not flushed between runs (no --cache_service)"
+          : "Each run starts with a flushed cache");
   std::fputs(report.c_str(), stdout);
   std::fflush(stdout);
 
