@@ -187,6 +187,7 @@ PlacementPolicy* RouterService::PolicyFor(grpc::ServerContext* context) {
       auto p =
           policies_.find(std::string(it->second.data(), it->second.size()));
       if (p != policies_.end()) return p->second.get();
+      return nullptr;  // a typo must not silently measure the default
     }
   }
   return default_policy_;
@@ -360,6 +361,21 @@ grpc::Status RouterService::Generate(
     grpc::ServerWriter<GenerateResponse>* writer) {
   const absl::Time arrival = absl::Now();
   PlacementPolicy* policy = PolicyFor(context);
+  if (policy == nullptr) {
+    const auto& md = context->client_metadata();
+    const auto it = md.find(kPolicyOverrideMetadataKey);
+    const std::string name(it->second.data(), it->second.size());
+    metrics_->CountRequest(std::string(default_policy_->name()), "none",
+                           "invalid_argument");
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("unknown placement policy ",
+                     name.size() <= 64
+                         ? absl::StrCat("'", name, "'")
+                         : absl::StrCat("of ", name.size(), " bytes"),
+                     " in metadata ", kPolicyOverrideMetadataKey, " (one of ",
+                     absl::StrJoin(PlacementPolicyNames(), ", "), ")"));
+  }
   const std::string policy_name(policy->name());
   std::string decision = "none";
   bool first_token_seen = false;

@@ -47,7 +47,8 @@ namespace radixkv::router {
 
 // gRPC metadata key a client may set to pick the placement policy of one
 // request (used by the workload runner to compare policies on one cluster)
-// when RouterOptions::allow_policy_override is set.
+// when RouterOptions::allow_policy_override is set; an unknown name is
+// INVALID_ARGUMENT.
 inline constexpr char kPolicyOverrideMetadataKey[] = "radixkv-placement-policy";
 
 // gRPC metadata key under which the router sends the request id along with
@@ -154,6 +155,8 @@ class RouterService final : public radixkv::v1::Router::Service {
   // ones after start-up (which used to discover it themselves, concurrently)
   // nor one every kModelDiscoveryTtl.
   void RefreshDiscoveredModel();
+  // The policy named by kPolicyOverrideMetadataKey (when overrides are
+  // allowed), else the default; nullptr for an unknown name.
   PlacementPolicy* PolicyFor(grpc::ServerContext* context);
   std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(
       const std::string& address);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -456,6 +457,24 @@ TEST_F(RouterServiceTest, PolicyOverrideRoundRobinAlternates) {
   }
   EXPECT_EQ(a_->requests().size(), 2u);
   EXPECT_EQ(b_->requests().size(), 2u);
+}
+
+// A misspelt override silently ran the default policy (a policy comparison
+// would have measured cache_aware twice).
+TEST_F(RouterServiceTest, UnknownPolicyOverrideIsInvalid) {
+  StartRouter();
+  StreamResult r = Run(Tokens({1, 2, 3}), "round-robin");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(),
+            "unknown placement policy 'round-robin' in metadata "
+            "radixkv-placement-policy (one of " +
+                absl::StrJoin(PlacementPolicyNames(), ", ") + ")");
+  r = Run(Tokens({1, 2, 3}), std::string(5000, 'p'));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("of 5000 bytes"), std::string::npos);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+  EXPECT_EQ(cache_.matches(), 0);
+  EXPECT_TRUE(Run(Tokens({1, 2, 3}), "round_robin").status.ok());
 }
 
 TEST_F(RouterServiceTest, LoadIsCountedAtDispatch) {
