@@ -432,6 +432,10 @@ class AdversarialInputTest(unittest.TestCase):
             "empty stop": request(ok, stop=[""]),
             "request_id chars": request(ok, request_id="a b/c"),
             "request_id 129": request(ok, request_id="a" * 129),
+            # Not valid in gRPC metadata: the router forwarded it as such and
+            # gRPC aborted the process.
+            "request_id non-ascii": request(ok, request_id="\u00fc"),
+            "request_id newline": request(ok, request_id="a\nb"),
         }
         extra = {
             "priority 1001": dict(priority=1001),
@@ -758,8 +762,20 @@ class AdversarialInputTest(unittest.TestCase):
         for p in order:
             if not p.alive():
                 continue
+            worker_stream = None
+            if p is self.workers["adv-w1"]:
+                # Something to drain, and a second SIGTERM during the drain:
+                # it used to land on an OpenBLAS thread of the worker and
+                # kill it by signal 15 (streams cut, no Deregister).
+                worker_stream = self.w1.Generate(request(
+                    [1, 52, 53], max_new_tokens=400, ignore_eos=True),
+                                                 timeout=60)
+                worker_first = list(next(worker_stream).token_ids)
             t0 = time.time()
             p.proc.send_signal(signal.SIGTERM)
+            if worker_stream is not None:
+                time.sleep(0.05)
+                p.proc.send_signal(signal.SIGTERM)
             try:
                 rc = p.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -767,6 +783,10 @@ class AdversarialInputTest(unittest.TestCase):
                           (p.args[0], p.output()))
             self.assertEqual(rc, 0, p.output())
             self.assertIn("stopped cleanly", p.output())
+            if worker_stream is not None:
+                # Drained to the end (--drain_timeout_s=5).
+                rest = [t for r in worker_stream for t in r.token_ids]
+                self.assertEqual(len(worker_first + rest), 400)
             sys.stderr.write("%s exited %.2f s after SIGTERM\n" %
                              (os.path.basename(p.args[0]), time.time() - t0))
         # The stream ends (finished within the router's grace, or
