@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -188,6 +189,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::unique_ptr<GrpcServer> out(new GrpcServer());
+  // gRPC sets SO_REUSEPORT by default: a second process on the same port
+  // then binds too and the kernel splits connections between the two (a
+  // second local cluster on the same --base_port silently served half of
+  // the first one's RPCs). Without it the second bind fails: UNAVAILABLE.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &out->port_);
   builder.SetMaxReceiveMessageSize(max_message_bytes);

@@ -11,6 +11,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 ABSL_DECLARE_FLAG(std::string, bind_address);
@@ -88,6 +89,19 @@ TEST(MetricsEndpointTest, StartOnPortTakenIsUnavailable) {
   ASSERT_FALSE(endpoint.ok());
   EXPECT_EQ(endpoint.status().code(), absl::StatusCode::kUnavailable)
       << endpoint.status();
+}
+
+TEST(GrpcServerTest, PortTakenByAnotherGrpcServerIsUnavailable) {
+  // gRPC's default SO_REUSEPORT let the second server bind the same port
+  // and take part of the first one's connections.
+  auto first = GrpcServer::Start("127.0.0.1:0", {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int port = (*first)->port();
+  ASSERT_GT(port, 0);
+  auto second = GrpcServer::Start(absl::StrCat("127.0.0.1:", port), {});
+  ASSERT_FALSE(second.ok()) << "a second server bound port " << port;
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable)
+      << second.status();
 }
 
 // A thread started before the signals are blocked (as OpenBLAS starts its
