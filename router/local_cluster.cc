@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
@@ -252,6 +253,21 @@ std::vector<int> PickFreePorts(int n) {
 
 int PickFreePort() { return PickFreePorts(1)[0]; }
 
+bool LoopbackPortFree(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     LocalClusterOptions options) {
   if (options.num_workers < 1) {
@@ -289,6 +305,37 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     c->cache_metrics_port_ = port(4 + o.num_workers);
     for (int i = 0; i < o.num_workers; ++i)
       c->worker_metrics_ports_.push_back(port(5 + o.num_workers + i));
+  }
+  if (o.base_port != 0) {
+    // Fixed ports: refuse to start when one is taken (typically a cluster
+    // already running on this --base_port) instead of half-starting next to
+    // it. Otherwise the health checks and Redis PING answer from the other
+    // cluster's processes, and this cache service would open the other
+    // Redis' journal, fencing that cluster's cache service for good.
+    std::vector<std::pair<std::string, int>> wanted = {
+        {"cache service", c->cache_port_},
+        {"router", c->router_port_},
+        {"router metrics", c->router_metrics_port_}};
+    if (o.use_redis) wanted.insert(wanted.begin(), {"redis", c->redis_port_});
+    for (int i = 0; i < o.num_workers; ++i) {
+      wanted.push_back({c->worker_id(i), c->worker_ports_[i]});
+    }
+    if (o.process_metrics) {
+      wanted.push_back({"cache service metrics", c->cache_metrics_port_});
+      for (int i = 0; i < o.num_workers; ++i) {
+        wanted.push_back({absl::StrCat(c->worker_id(i), " metrics"),
+                          c->worker_metrics_ports_[i]});
+      }
+    }
+    for (const auto& [name, p] : wanted) {
+      if (!LoopbackPortFree(p)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "port ", p, " (", name, ", --base_port=", o.base_port,
+            ") is in use on 127.0.0.1, e.g. by a cluster already running "
+            "on this --base_port; stop it or pick another --base_port (0 = "
+            "free ports)"));
+      }
+    }
   }
   c->workers_.resize(o.num_workers);
   if (o.use_redis) {

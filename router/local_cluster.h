@@ -111,6 +111,11 @@ std::vector<int> PickFreePorts(int n);
 // PickFreePorts(1)[0].
 int PickFreePort();
 
+// True when a TCP socket can bind 127.0.0.1:`port` now (SO_REUSEADDR, so a
+// port whose last connection is in TIME_WAIT counts as free); false when
+// something listens there.
+bool LoopbackPortFree(int port);
+
 struct LocalClusterOptions {
   // Directory holding cache_service/cache_service, worker/worker and
   // router/router (bazel-bin). Empty: two levels above this executable's

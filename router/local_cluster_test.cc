@@ -2,10 +2,13 @@
 // runs with, read back from /proc/<pid>/stat.
 #include "router/local_cluster.h"
 
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -69,6 +72,38 @@ TEST(PickFreePortsTest, PortsOfOnePickAreDistinct) {
     EXPECT_EQ(std::adjacent_find(ports.begin(), ports.end()), ports.end())
         << "a port was handed out twice in round " << round;
   }
+}
+
+// A second cluster on a --base_port whose ports are taken must not start
+// anything: its cache service used to open the first cluster's Redis journal
+// (fencing the first cache service) while its health checks were answered
+// by the first cluster's processes.
+TEST(LocalClusterTest, TakenBasePortFailsBeforeStartingAnything) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int held = ntohs(addr.sin_port);
+  EXPECT_FALSE(LoopbackPortFree(held));
+
+  LocalClusterOptions options;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  options.run_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/taken_port");
+  options.bin_dir = "/nonexistent";  // nothing may be started
+  options.base_port = held;          // redis at +0
+  auto cluster = LocalCluster::Start(options);
+  ::close(fd);
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_EQ(cluster.status().code(), absl::StatusCode::kFailedPrecondition)
+      << cluster.status();
+  EXPECT_NE(cluster.status().message().find(absl::StrCat("port ", held)),
+            std::string::npos)
+      << cluster.status();
 }
 
 TEST(CpuSchedulingClassTest, ParsesNamesAndRejectsOthers) {
