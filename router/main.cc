@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "process/process_lifecycle.h"
 #include "router/model_prompt_tokenizer.h"
@@ -70,8 +72,9 @@ ABSL_FLAG(bool, allow_policy_override, true,
 ABSL_FLAG(int, drain_timeout_s, 5,
           "Seconds SIGTERM/SIGINT waits for in-flight RPCs (Generate "
           "streams) to finish after readiness drops to NOT_SERVING, before "
-          "cancelling what is left; in [0, 3600]. Keep it below the pod's "
-          "terminationGracePeriodSeconds.");
+          "ending what is left with UNAVAILABLE (\"the router is shutting "
+          "down\"); in [0, 3600]. Keep it below the pod's "
+          "terminationGracePeriodSeconds (the exit takes up to 1 s more).");
 
 namespace {
 
@@ -197,7 +200,18 @@ int main(int argc, char** argv) {
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: draining for up to {} s", sig,
                absl::GetFlag(FLAGS_drain_timeout_s));
-  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  const absl::Duration drain =
+      absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  // At the end of the drain the service ends its remaining streams itself
+  // (UNAVAILABLE "the router is shutting down ..."), before the server would
+  // cut them with gRPC's bare "Cancelling all calls".
+  absl::Notification drained;
+  std::thread end_of_drain([&] {
+    if (!drained.WaitForNotificationWithTimeout(drain)) (*service)->Shutdown();
+  });
+  (*server)->Shutdown(drain + absl::Seconds(1));
+  drained.Notify();
+  end_of_drain.join();
   (*service)->Shutdown();
   spdlog::info("router stopped cleanly");
   return 0;

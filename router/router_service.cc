@@ -436,6 +436,15 @@ grpc::Status RouterService::Generate(
   GenerateRequest forward = *request;
   if (forward.request_id().empty()) forward.set_request_id(AssignRequestId());
   const std::string& request_id = forward.request_id();
+  // The end of the drain (Shutdown) cut the request: a clear status instead
+  // of the worker stream's CANCELLED or gRPC's "Cancelling all calls".
+  auto shutting_down = [&](int64_t streamed_tokens) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("request ", request_id,
+                                     ": the router is shutting "
+                                     "down (its drain timeout passed) after ",
+                                     streamed_tokens, " streamed tokens"));
+  };
   std::vector<int32_t> tokens;
   if (!has_text) {
     tokens.assign(request->token_ids().ids().begin(),
@@ -503,7 +512,7 @@ grpc::Status RouterService::Generate(
     }
     {
       absl::MutexLock l(&flight->mu);
-      if (flight->aborted || flight->client_gone) break;
+      if (flight->aborted || flight->client_gone || shut_down_.load()) break;
     }
     bool from_match = false;
     absl::Duration rpc_time = absl::ZeroDuration();
@@ -593,7 +602,7 @@ grpc::Status RouterService::Generate(
     }
     {
       absl::MutexLock l(&flight->mu);
-      if (flight->aborted || flight->client_gone) {
+      if (flight->aborted || flight->client_gone || shut_down_.load()) {
         load_.Finish(target.worker_id, prefill + decode_tokens);
         policy->OnFinished(target.worker_id, target.epoch, tokens);
         break;
@@ -648,6 +657,9 @@ grpc::Status RouterService::Generate(
                                  "the client cancelled the request"));
     }
     if (st.ok()) return finish("ok", grpc::Status::OK);
+    if (shut_down_.load()) {
+      return finish("shutdown", shutting_down(streamed_tokens));
+    }
     const std::string what =
         absl::StrCat("worker ", target.worker_id, " (", target.address, ") ",
                      CodeName(st.error_code()), ": ", st.error_message());
@@ -681,6 +693,7 @@ grpc::Status RouterService::Generate(
     spdlog::info("request {}: attempt {} failed before the first token: {}",
                  request_id, attempt + 1, what);
   }
+  if (shut_down_.load()) return finish("shutdown", shutting_down(0));
   {
     absl::MutexLock l(&flight->mu);
     if (flight->aborted) {

@@ -118,7 +118,10 @@ class RouterService final : public radixkv::v1::Router::Service {
                            radixkv::v1::ListWorkersResponse* response) override;
 
   // Cancels every in-flight request's worker stream and stops the
-  // disconnect watcher. Idempotent; called by the destructor.
+  // disconnect watcher. Idempotent; called by the destructor, and by main
+  // when the drain timeout passes: the requests it cuts end with
+  // UNAVAILABLE "the router is shutting down (its drain timeout passed)
+  // after N streamed tokens", and no new attempt is dispatched.
   void Shutdown();
 
  private:

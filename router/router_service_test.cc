@@ -477,6 +477,35 @@ TEST_F(RouterServiceTest, UnknownPolicyOverrideIsInvalid) {
   EXPECT_TRUE(Run(Tokens({1, 2, 3}), "round_robin").status.ok());
 }
 
+// At the end of the router's drain (main calls Shutdown) the streams still
+// running ended with the worker stream's CANCELLED, reported as the
+// worker's failure, or with gRPC's bare "Cancelling all calls"; now with a
+// clear UNAVAILABLE, and the worker is not marked failed.
+TEST_F(RouterServiceTest, ShutdownEndsStreamsWithAClearStatus) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kBlock);
+  StartRouter();
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "cut-by-shutdown"));
+  GenerateResponse chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  ASSERT_EQ(chunk.token_ids_size(), 1);
+  service_->Shutdown();
+  while (reader->Read(&chunk)) {
+  }
+  grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(st.error_message(),
+            "request cut-by-shutdown: the router is shutting down (its drain "
+            "timeout passed) after 1 streamed tokens");
+  // No new attempt is dispatched after Shutdown.
+  StreamResult r = Run(Tokens({3, 4}, "after-shutdown"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("shutting down"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(a_->requests().size(), 1u);
+}
+
 TEST_F(RouterServiceTest, LoadIsCountedAtDispatch) {
   // Both workers hold nothing and report no load (heartbeat): the first
   // request blocks on one worker, so the second must go to the other one.
