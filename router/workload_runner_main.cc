@@ -172,7 +172,12 @@ int main(int argc, char** argv) {
                        "radixkv workload runner: shared-prefix, multi-turn "
                        "and document-qa against a router, compared per "
                        "placement policy and with the prefix cache off.");
-  // The runner is a client: let SIGINT/SIGTERM end it by default.
+  // The runner is a client: let SIGINT/SIGTERM end it by default. Both the
+  // mask and the disposition: InitProcess installs a handler that only
+  // records them for WaitForShutdownSignal, which the runner never calls
+  // (the launcher's SIGTERM on Ctrl-C was ignored and the job ran on).
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);

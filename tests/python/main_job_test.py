@@ -5,8 +5,10 @@ the cache on and off, prints the report and stops everything; the JSON
 summary holds the expected request counts, no errors, no reuse with the
 cache off and less prefill with it on."""
 
+import glob
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -75,6 +77,45 @@ class MainJobTest(unittest.TestCase):
                             off["prefill_tokens_computed"], workload)
         with open(csv) as f:
             self.assertEqual(len(f.read().strip().splitlines()), 1 + len(runs))
+
+    def test_ctrl_c_during_the_workload_stops_everything(self):
+        # The runner ignored the launcher's SIGTERM (InitProcess's recording
+        # handler), so Ctrl-C left the whole job running to its end.
+        tmp = tempfile.mkdtemp(prefix="main_job_int_")
+        run_dir = os.path.join(tmp, "run")
+        proc = subprocess.Popen(
+            [LAUNCHER, "--run_dir=" + run_dir, "--",
+             "--workloads=shared-prefix", "--configs=cache_aware",
+             # Minutes of work: the run is still going when Ctrl-C comes.
+             "--sp_groups=64", "--sp_prompts_per_group=16",
+             "--sp_output_tokens=256"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("radixkv workload report"):
+                break
+        self.assertTrue(lines and lines[-1].startswith(
+            "radixkv workload report"), "".join(lines))
+        proc.send_signal(signal.SIGINT)
+        # Generous: stopping takes seconds; the workload itself minutes.
+        out, _ = proc.communicate(timeout=90)
+        out = "".join(lines) + out
+        self.assertEqual(proc.returncode, 130, out)
+        self.assertIn("all processes stopped", out)
+        # Nothing the job started is left: every child's command line names
+        # the run directory (redis --dir, runner --report_file, logs aside).
+        left = []
+        for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                with open(cmdline, "rb") as f:
+                    args = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if run_dir in args:
+                left.append(args.replace("\0", " "))
+        self.assertEqual(left, [], out)
 
 
 if __name__ == "__main__":
