@@ -220,7 +220,9 @@ int main(int argc, char** argv) {
   options.router_args = SplitArgs(absl::GetFlag(FLAGS_router_args));
   options.cancelled = &g_interrupted;
 
-  std::printf("radixkv main job: logs in %s\n", options.run_dir.c_str());
+  std::printf("radixkv %s: logs in %s\n",
+              absl::GetFlag(FLAGS_serve) ? "local cluster" : "main job",
+              options.run_dir.c_str());
   std::printf("  model %s\n", options.model_dir.c_str());
   std::printf(
       "  %d CPU workers, %d thread(s) each, KV pool %s tokens each, CPU "
@@ -327,10 +329,10 @@ int main(int argc, char** argv) {
           "worker preemptions (running requests whose KV was given back for "
           "memory, all runs): %lld\n",
           static_cast<long long>(preemptions));
-      std::printf(
-          "all processes stopped; logs and report in %s (%.0f s "
-          "total)\n",
-          options.run_dir.c_str(), absl::ToDoubleSeconds(absl::Now() - t0));
+      std::printf("all processes stopped; logs%s in %s (%.0f s total)\n",
+                  absl::GetFlag(FLAGS_serve) ? "" : " and report",
+                  options.run_dir.c_str(),
+                  absl::ToDoubleSeconds(absl::Now() - t0));
     }
   }
   if (g_interrupted) exit_code = 130;
