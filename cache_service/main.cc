@@ -3,11 +3,17 @@
 // (plus grpc.health.v1), with Prometheus /metrics and, with --redis, a
 // write-ahead journal in Redis from which a restarted process rebuilds its
 // state.
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +29,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "process/process_lifecycle.h"
 #include "spdlog/spdlog.h"
+
+ABSL_DECLARE_FLAG(std::string, bind_address);  // process/process_lifecycle.cc
 
 ABSL_FLAG(int, grpc_port, 50051, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9101, "Prometheus /metrics port; 0 = disabled.");
@@ -181,6 +189,45 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
   return absl::OkStatus();
 }
 
+// UNAVAILABLE when something already listens on --bind_address:`port`.
+// Opening the Redis journal takes it over from any other cache service
+// using it (that one is fenced: NOT_SERVING until restarted), and the gRPC
+// port is only bound after recovery; so a second instance started by
+// mistake on a taken port must fail here, before the journal, instead of
+// fencing the running one and then failing to bind. Other bind errors are
+// left to the gRPC server, which reports them.
+absl::Status CheckGrpcPortFree(int port) {
+  if (port == 0) return absl::OkStatus();
+  const std::string host = absl::GetFlag(FLAGS_bind_address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                    &found) != 0) {
+    return absl::OkStatus();
+  }
+  bool in_use = false;
+  if (found != nullptr) {
+    const int fd =
+        ::socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+    if (fd >= 0) {
+      const int one = 1;  // a port in TIME_WAIT is free
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      in_use = ::bind(fd, found->ai_addr, found->ai_addrlen) != 0 &&
+               errno == EADDRINUSE;
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (!in_use) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "gRPC port ", host, ":", port,
+      " is in use (another cache service?); not opening the Redis journal, "
+      "which would fence the cache service that uses it"));
+}
+
 // Connects to Redis, retrying until --redis_connect_timeout_ms.
 absl::StatusOr<std::unique_ptr<cs::RedisJournal>> OpenJournal(
     const cs::RedisJournalOptions& redis,
@@ -222,6 +269,11 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<cs::RedisJournal> journal;
   if (use_redis) {
+    if (absl::Status free = CheckGrpcPortFree(absl::GetFlag(FLAGS_grpc_port));
+        !free.ok()) {
+      spdlog::critical("{}", free.ToString());
+      return 1;
+    }
     auto opened = OpenJournal(redis, metrics);
     if (!opened.ok()) {
       spdlog::critical("{}", opened.status().ToString());

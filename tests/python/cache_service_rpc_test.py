@@ -216,6 +216,40 @@ class CacheServiceRpcTest(unittest.TestCase):
         self.assertIn("persistence: redis", again.output())
         self.assertIn("recovered state from redis", again.output())
 
+    def test_second_instance_on_a_taken_port_leaves_the_journal_alone(self):
+        # Opening the Redis journal fences the cache service that owns it;
+        # a second instance started by mistake on the same port used to
+        # open it (fencing the first) and only then fail to bind.
+        redis_dir = tempfile.mkdtemp(prefix="radixkv_redis_")
+        self.addCleanup(shutil.rmtree, redis_dir, True)
+        redis_port = free_port()
+        redis = subprocess.Popen(
+            ["/usr/bin/redis-server", "--port", str(redis_port), "--bind",
+             "127.0.0.1", "--dir", redis_dir, "--save", "", "--appendonly",
+             "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (redis.kill(), redis.wait()))
+        args = ["--redis=127.0.0.1:%d" % redis_port]
+        first = CacheService(args)
+        self.addCleanup(first.kill)
+        second = subprocess.run(
+            [BINARY, "--bind_address=127.0.0.1",
+             "--grpc_port=%d" % first.port, "--metrics_port=0"] + args,
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(second.returncode, 1, second.stdout + second.stderr)
+        self.assertIn("is in use", second.stdout + second.stderr)
+        self.assertNotIn("recovered state from redis",
+                         second.stdout + second.stderr)
+        # The first one still owns the journal: journaled RPCs succeed.
+        register(first.stub, page_size=1, capacity=64)
+        lease = first.stub.Acquire(CS.AcquireRequest(
+            worker_id="w0", epoch=1, model="m", tokens=[5, 6, 7],
+            reserve_tokens=1))
+        commit = first.stub.Commit(CS.CommitRequest(
+            lease_id=lease.lease_id, tokens=[5, 6, 7, 8]))
+        self.assertEqual(commit.inserted_tokens, 4)
+        self.assertEqual(first.stop(), 0)
+        self.assertNotIn("another cache_service", first.output())
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
