@@ -110,10 +110,10 @@ void ToProto(const std::vector<int64_t>& v,
 }
 
 // ---- One function per state-changing RPC: proto in, core call, proto out.
-// Used both live and for journal replay, so both take the same path.
+// Used both live and for journal replay, so both take the same path (a live
+// Register adds a read-only admission check first: AdmitAndApplyRegister).
 
-absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
-                           int64_t now_ms, pb::RegisterResponse* resp) {
+RegisterWorkerRequest FromProto(const pb::RegisterRequest& req) {
   RegisterWorkerRequest r;
   r.worker_id = req.worker_id();
   r.address = req.address();
@@ -123,12 +123,34 @@ absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
   r.epoch = req.epoch();
   r.vocab_size = req.vocab_size();
   r.metrics_address = req.metrics_address();
-  absl::StatusOr<RegisterWorkerResult> result = state.RegisterWorker(r, now_ms);
+  return r;
+}
+
+absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
+                           int64_t now_ms, pb::RegisterResponse* resp) {
+  absl::StatusOr<RegisterWorkerResult> result =
+      state.RegisterWorker(FromProto(req), now_ms);
   if (!result.ok()) return result.status();
   resp->set_epoch(result->epoch);
   resp->set_lease_ttl_ms(result->lease_ttl_ms);
   resp->set_heartbeat_timeout_ms(result->heartbeat_timeout_ms);
   return absl::OkStatus();
+}
+
+// The live Register: ApplyRegister behind the vocab admission check
+// (CacheState::CheckVocabAgreesWithLiveWorkers). A rejected call is not
+// journaled; replay uses ApplyRegister alone, so journals written before
+// the check existed (which may hold disagreeing vocabularies) replay as
+// they did.
+absl::Status AdmitAndApplyRegister(CacheState& state,
+                                   const pb::RegisterRequest& req,
+                                   int64_t now_ms, pb::RegisterResponse* resp) {
+  if (absl::Status s =
+          state.CheckVocabAgreesWithLiveWorkers(FromProto(req), now_ms);
+      !s.ok()) {
+    return s;
+  }
+  return ApplyRegister(state, req, now_ms, resp);
 }
 
 absl::Status ApplyHeartbeat(CacheState& state, const pb::HeartbeatRequest& req,
@@ -633,7 +655,7 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Register(
     grpc::CallbackServerContext* context, const pb::RegisterRequest* request,
     pb::RegisterResponse* response) {
   return HandleMutation(context, CacheRpc::kRegister, JournalOp::kRegister,
-                        request, response, &ApplyRegister,
+                        request, response, &AdmitAndApplyRegister,
                         ValidateRegister(*request));
 }
 

@@ -122,7 +122,8 @@ class ServiceHarness {
   grpc::Status Register(const std::string& id, int64_t capacity,
                         int32_t page_size, int64_t epoch,
                         const std::string& model = "m",
-                        pb::RegisterResponse* out = nullptr) {
+                        pb::RegisterResponse* out = nullptr,
+                        int32_t vocab_size = kVocab) {
     grpc::ClientContext ctx;
     pb::RegisterRequest req;
     req.set_worker_id(id);
@@ -131,7 +132,7 @@ class ServiceHarness {
     req.set_page_size(page_size);
     req.set_model(model);
     req.set_epoch(epoch);
-    req.set_vocab_size(kVocab);
+    req.set_vocab_size(vocab_size);
     pb::RegisterResponse resp;
     grpc::Status s = stub_->Register(&ctx, req, &resp);
     if (out != nullptr) *out = resp;
@@ -296,6 +297,90 @@ TEST_F(CacheServiceImplTest, RegisterReturnsConfigAndRejectsBadShapes) {
   EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 256, 16, 7));
   EXPECT_REJECTED_UNCHANGED(h_, kPrecondition, h_.Register("w1", 128, 8, 7));
   ExpectSlotsAddUp(h_.Stats());
+}
+
+// Regression (adversarial test): one worker registered for model "m" with
+// vocab_size 2 made every Match of "m" fail ("token 303 ... outside [0, 2)"),
+// since Match validates against the smallest vocab of the model's workers.
+// Such a Register is now FAILED_PRECONDITION and changes nothing.
+TEST_F(CacheServiceImplTest, RegisterWithAnotherVocabThanALiveWorkerIsRefused) {
+  const std::vector<int32_t> prompt = Range(300, 309);  // ids >= 2
+  pb::AcquireResponse a;
+  ASSERT_TRUE(h_.Acquire("w0", 1, prompt, &a).ok());
+  ASSERT_TRUE(h_.Commit(a.lease_id(), prompt).ok());
+  ASSERT_TRUE(h_.Register("w1", 64, 16, 1).ok());  // same vocab, other page
+
+  const auto kPrecondition = grpc::StatusCode::FAILED_PRECONDITION;
+  EXPECT_REJECTED_UNCHANGED(h_, kPrecondition,
+                            h_.Register("fake", 64, 1, 1, "m", nullptr, 2));
+  {
+    const grpc::Status s = h_.Register("fake", 64, 1, 1, "m", nullptr, 2);
+    EXPECT_EQ(s.error_message().rfind(
+                  "worker fake: vocab_size 2 differs from vocab_size 1000 of "
+                  "live worker w0 (epoch 1) of model m;",
+                  0),
+              0u)
+        << s.error_message();
+  }
+  // A larger vocab is refused too, and so is a known worker's new epoch.
+  EXPECT_REJECTED_UNCHANGED(
+      h_, kPrecondition, h_.Register("fake", 64, 1, 1, "m", nullptr, 50'000));
+  EXPECT_REJECTED_UNCHANGED(h_, kPrecondition,
+                            h_.Register("w1", 64, 16, 2, "m", nullptr, 2));
+  // A malformed request is still INVALID_ARGUMENT, not the vocab error.
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::INVALID_ARGUMENT,
+                            h_.Register("fake", 64, 3, 1, "m", nullptr, 2));
+
+  // Match of "m" keeps working with token ids above 2.
+  pb::MatchResponse match;
+  grpc::Status s = h_.Match(prompt, &match);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(match.workers_size(), 2);
+  EXPECT_EQ(match.workers(0).worker_id(), "w0");
+  EXPECT_EQ(match.workers(0).matched_tokens(), 10);
+  EXPECT_EQ(match.workers(1).worker_id(), "w1");
+  EXPECT_EQ(match.workers(1).matched_tokens(), 0);
+  // Outside the model's real vocab is still INVALID_ARGUMENT.
+  EXPECT_EQ(h_.Match({kVocab}, &match).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Other models and an unknown vocab (0) do not disagree with "m".
+  EXPECT_TRUE(h_.Register("fake", 64, 1, 1, "tiny", nullptr, 2).ok());
+  EXPECT_TRUE(h_.Register("novocab", 64, 1, 1, "m", nullptr, 0).ok());
+  EXPECT_TRUE(h_.Match(prompt, &match).ok());
+  EXPECT_EQ(match.workers_size(), 3);
+}
+
+TEST_F(CacheServiceImplTest, RestartedWorkerMayChangeItsVocabWhenAlone) {
+  // w0 is the only worker of "m": a new epoch may bring another vocab.
+  ASSERT_TRUE(h_.Register("w0", 64, 1, 2, "m", nullptr, 2 * kVocab).ok());
+  pb::MatchResponse match;
+  ASSERT_TRUE(h_.Match({kVocab + 5}, &match).ok());
+  ASSERT_EQ(match.workers_size(), 1);
+  EXPECT_EQ(match.workers(0).epoch(), 2);
+  // Its same epoch with yet another vocab is the "another shape" error.
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
+                            h_.Register("w0", 64, 1, 2, "m", nullptr, kVocab));
+
+  // A second worker must agree with w0 while w0 is live: its last
+  // heartbeat is at most heartbeat_timeout_ms old.
+  ASSERT_TRUE(h_.Heartbeat("w0", 2, {}).ok());
+  h_.Advance(kHeartbeatTimeoutMs);
+  EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
+                            h_.Register("w1", 64, 1, 1));
+  // One millisecond later w0 is dead (not yet swept): it no longer counts.
+  h_.Advance(1);
+  ASSERT_TRUE(h_.Register("w1", 64, 1, 1).ok());
+  h_.service().SweepOnce();  // drops w0
+  ASSERT_TRUE(h_.Match(Range(1, 999), &match).ok());
+  ASSERT_EQ(match.workers_size(), 1);
+  EXPECT_EQ(match.workers(0).worker_id(), "w1");
+  // w0 restarting with its old vocab is now the one that must agree.
+  EXPECT_REJECTED_UNCHANGED(
+      h_, grpc::StatusCode::FAILED_PRECONDITION,
+      h_.Register("w0", 64, 1, 3, "m", nullptr, 2 * kVocab));
+  ASSERT_TRUE(h_.Register("w0", 64, 1, 3).ok());
+  ASSERT_TRUE(h_.service().CheckInvariantsForTest().ok());
 }
 
 TEST_F(CacheServiceImplTest, AcquireCommitReusesThePrefix) {
@@ -1026,6 +1111,79 @@ int64_t RedisListLength(int port, const std::string& key) {
   }
   redisFree(context);
   return length;
+}
+
+// RPUSHes `record` onto `key` on the redis at `port`; false on error.
+bool RedisRightPush(int port, const std::string& key,
+                    const std::string& record) {
+  redisContext* context = redisConnect("127.0.0.1", port);
+  if (context == nullptr) return false;
+  bool ok = false;
+  if (context->err == 0) {
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(context, "RPUSH %b %b", key.data(), key.size(),
+                     record.data(), record.size()));
+    ok = reply != nullptr && reply->type == REDIS_REPLY_INTEGER;
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  redisFree(context);
+  return ok;
+}
+
+// A legacy journal record (no id prefix) of a Register at `now_ms`: the
+// entry format of cache_service_impl.cc (op byte, little-endian int64 ms,
+// serialized request).
+std::string RegisterRecord(const std::string& worker_id, int32_t vocab_size,
+                           int64_t now_ms) {
+  pb::RegisterRequest req;
+  req.set_worker_id(worker_id);
+  req.set_address(worker_id + ":1234");
+  req.set_capacity_slots(64);
+  req.set_page_size(1);
+  req.set_model("m");
+  req.set_epoch(1);
+  req.set_vocab_size(vocab_size);
+  std::string record(1, static_cast<char>(JournalOp::kRegister));
+  for (int i = 0; i < 8; ++i) {
+    record.push_back(
+        static_cast<char>(static_cast<uint64_t>(now_ms) >> (8 * i)));
+  }
+  return record + req.SerializeAsString();
+}
+
+// The vocab check of a live Register is not part of journal replay: a
+// journal written before it existed, holding two live workers of one model
+// with different vocabularies, recovers as it did (both workers, no replay
+// error), and deregistering the wrong one makes Match work again.
+TEST(CacheServiceRedisTest, JournalWithDisagreeingVocabsReplaysUnchanged) {
+  auto redis = RedisServerProcess::Start(TempDir("vocab"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const int port = (*redis)->port();
+  ASSERT_TRUE(RedisRightPush(port, "test:cache:journal",
+                             RegisterRecord("w0", kVocab, kStartMs)));
+  ASSERT_TRUE(RedisRightPush(port, "test:cache:journal",
+                             RegisterRecord("fake", 2, kStartMs)));
+  ServiceHarness h(OpenJournal(port));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.service().recovery().replayed_entries, 2);
+  EXPECT_EQ(h.service().recovery().replay_errors, 0);
+  pb::StatsResponse stats = h.Stats();
+  ASSERT_EQ(stats.workers_size(), 2);
+  EXPECT_EQ(stats.workers(0).worker_id(), "fake");
+  EXPECT_EQ(stats.workers(1).worker_id(), "w0");
+  pb::MatchResponse match;
+  EXPECT_EQ(h.Match(Range(300, 309), &match).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext ctx;
+  pb::DeregisterRequest req;
+  req.set_worker_id("fake");
+  req.set_epoch(1);
+  pb::DeregisterResponse resp;
+  ASSERT_TRUE(h.stub().Deregister(&ctx, req, &resp).ok());
+  grpc::Status s = h.Match(Range(300, 309), &match);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(match.workers_size(), 1);
+  EXPECT_EQ(match.workers(0).worker_id(), "w0");
 }
 
 // Regression (adversarial test): Redis stalls (SIGSTOP) while an Acquire's

@@ -246,6 +246,8 @@ class CacheStateImpl {
   // All public operations; see cache_state.h.
   absl::StatusOr<RegisterWorkerResult> RegisterWorker(
       const RegisterWorkerRequest& request, int64_t now_ms);
+  absl::Status CheckVocabAgreesWithLiveWorkers(
+      const RegisterWorkerRequest& request, int64_t now_ms) const;
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatRequest& request,
                                             int64_t now_ms);
   absl::StatusOr<DeregisterResult> DeregisterWorker(std::string_view worker_id,
@@ -461,8 +463,10 @@ int32_t CacheStateImpl::RemoveWorker(const std::string& worker_id) {
 
 // ---- Register / Heartbeat / Deregister ----
 
-absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
-    const RegisterWorkerRequest& request, int64_t now_ms) {
+namespace {
+
+// The INVALID_ARGUMENT checks of RegisterWorker (see cache_state.h).
+absl::Status ValidateRegisterFields(const RegisterWorkerRequest& request) {
   if (request.worker_id.empty() ||
       request.worker_id.size() > kMaxWorkerIdBytes) {
     return absl::InvalidArgumentError("worker_id must be 1..128 bytes");
@@ -486,6 +490,14 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
   if (request.epoch < 0 || request.vocab_size < 0) {
     return absl::InvalidArgumentError("epoch and vocab_size must be >= 0");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
+    const RegisterWorkerRequest& request, int64_t now_ms) {
+  if (absl::Status s = ValidateRegisterFields(request); !s.ok()) return s;
   RegisterWorkerResult result;
   result.epoch = request.epoch;
   result.lease_ttl_ms = options_.lease_ttl_ms;
@@ -547,6 +559,29 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
   (*model.contexts)[bit] =
       WorkerContext{worker.allocator.get(), worker.queue.get(), 0};
   return result;
+}
+
+absl::Status CacheStateImpl::CheckVocabAgreesWithLiveWorkers(
+    const RegisterWorkerRequest& request, int64_t now_ms) const {
+  if (absl::Status s = ValidateRegisterFields(request); !s.ok()) return s;
+  if (request.vocab_size == 0) return absl::OkStatus();
+  // workers_ is ordered by worker_id: the first disagreeing worker is the
+  // smallest id, so the message is deterministic.
+  for (const auto& [id, worker] : workers_) {
+    if (id == request.worker_id || worker.info.model != request.model ||
+        worker.info.vocab_size <= 0 ||
+        worker.info.vocab_size == request.vocab_size ||
+        now_ms - worker.last_heartbeat_ms > options_.heartbeat_timeout_ms) {
+      continue;
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", request.worker_id, ": vocab_size ", request.vocab_size,
+        " differs from vocab_size ", worker.info.vocab_size, " of live worker ",
+        id, " (epoch ", worker.info.epoch, ") of model ", request.model,
+        "; all live workers of a model must share its vocabulary (token ids "
+        "are validated against it)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
@@ -1672,6 +1707,10 @@ const CacheOptions& CacheState::options() const { return impl_->options(); }
 absl::StatusOr<RegisterWorkerResult> CacheState::RegisterWorker(
     const RegisterWorkerRequest& request, int64_t now_ms) {
   return impl_->RegisterWorker(request, now_ms);
+}
+absl::Status CacheState::CheckVocabAgreesWithLiveWorkers(
+    const RegisterWorkerRequest& request, int64_t now_ms) const {
+  return impl_->CheckVocabAgreesWithLiveWorkers(request, now_ms);
 }
 absl::StatusOr<HeartbeatResult> CacheState::Heartbeat(
     const HeartbeatRequest& request, int64_t now_ms) {

@@ -343,8 +343,28 @@ class CacheState {
   //   negative epoch or vocab_size.
   // FAILED_PRECONDITION: lower epoch, same epoch with another shape.
   // RESOURCE_EXHAUSTED: kMaxWorkersPerModel workers already serve the model.
+  // The service's live Register runs CheckVocabAgreesWithLiveWorkers first;
+  // this method (also the journal-replay path) does not.
   absl::StatusOr<RegisterWorkerResult> RegisterWorker(
       const RegisterWorkerRequest& request, int64_t now_ms);
+
+  // Read-only admission check the service runs on a live Register before
+  // RegisterWorker (and before journaling it). Match validates token ids
+  // against the smallest vocab_size among the model's workers, so one worker
+  // registered with a wrong vocab_size would make every Match of the model
+  // fail. When request.vocab_size > 0, every live worker of request.model
+  // (heartbeat at most heartbeat_timeout_ms before now_ms, the liveness rule
+  // of DropDeadWorkers) other than request.worker_id itself that declares a
+  // vocab_size > 0 must declare the same one; so a worker that is the only
+  // live one of its model may re-register (new epoch) with another vocab.
+  // page_size may differ between workers (one tree serves mixed page sizes).
+  // INVALID_ARGUMENT: the malformed requests RegisterWorker rejects (checked
+  // first, with the same messages). FAILED_PRECONDITION naming both vocab
+  // sizes and the disagreeing live worker (the smallest such worker_id)
+  // otherwise. Changes nothing. Not part of RegisterWorker:
+  // journals written before this check existed replay unchanged.
+  absl::Status CheckVocabAgreesWithLiveWorkers(
+      const RegisterWorkerRequest& request, int64_t now_ms) const;
 
   // Records load and liveness, renews listed leases of this worker.
   // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered
