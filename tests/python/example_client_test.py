@@ -93,13 +93,19 @@ class ExampleClientTest(unittest.TestCase):
         self.assertEqual(last2.usage.cached_tokens, prompt_tokens - 1)
 
     def test_2_command_line_prints_text_and_summary(self):
+        tmp = tempfile.mkdtemp(prefix="example_client_tmp_")
         out = subprocess.run(
             [sys.executable, EXAMPLE, "--router", self.router,
              "--proto_root", os.path.join(ROOT, "proto"),
              "--prompt", "Everyone is permitted to copy and distribute",
              "--max_new_tokens", "16"],
-            capture_output=True, text=True, timeout=60)
+            capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, TMPDIR=tmp))
         self.assertEqual(out.returncode, 0, out.stderr)
+        # The stubs generated at start are gone at exit (each run used to
+        # leave a radixkv_stubs_* folder behind).
+        self.assertEqual(os.listdir(tmp), [])
+        os.rmdir(tmp)
         lines = out.stdout.strip().splitlines()
         self.assertRegex(lines[-1], r"^\[worker worker-[01] \| prompt \d+, "
                                     r"cached \d+, completion \d+ tokens \| "

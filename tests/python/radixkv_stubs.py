@@ -3,8 +3,10 @@ a temporary directory with grpc_tools.protoc (Debian python3-grpc-tools) and
 imports them. Used by the cross-language tests and examples; run with
 /usr/bin/python3 (the interpreter that has python3-grpcio)."""
 
+import atexit
 import importlib
 import os
+import shutil
 import sys
 import tempfile
 
@@ -22,6 +24,9 @@ PROTO_FILES = [
 def generate(proto_root):
     """Compiles PROTO_FILES under proto_root; returns a namespace of modules."""
     out = tempfile.mkdtemp(prefix="radixkv_stubs_")
+    # The modules are imported below; the files can go when the process
+    # ends (every client run and test used to leave one folder in /tmp).
+    atexit.register(shutil.rmtree, out, True)
     args = ["protoc", "-I" + proto_root, "--python_out=" + out,
             "--grpc_python_out=" + out] + PROTO_FILES
     if protoc.main(args) != 0:
