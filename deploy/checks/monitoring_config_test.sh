@@ -18,6 +18,8 @@ fi
 mon="${root}/deploy/monitoring"
 node_check="${root}/deploy/checks/run_node_check.sh"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+# By hand: remove the scratch folder at exit (Bazel cleans TEST_TMPDIR).
+[[ -n "${TEST_TMPDIR:-}" ]] || trap 'rm -rf "$tmp"' EXIT
 command -v promtool >/dev/null || { echo "promtool not found (scripts/install_deps.sh installs prometheus)"; exit 1; }
 
 echo "== promtool check config"

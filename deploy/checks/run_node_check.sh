@@ -6,7 +6,8 @@
 # taken from deploy/node_modules of the source tree (installed by
 # scripts/install_deps.sh with `npm ci`) when present and in step with
 # package-lock.json, otherwise installed with `npm ci` into the test's
-# temporary folder (needs the npm registry, or npm's cache).
+# temporary folder (needs the npm registry, or npm's cache); run by hand,
+# into deploy/node_modules.
 set -euo pipefail
 
 die() { echo "run_node_check: $*" >&2; exit 1; }
@@ -33,17 +34,24 @@ if [[ -f "${deploy_src}/node_modules/.package-lock.json" ]] &&
      }' "$lock" "${deploy_src}/node_modules/.package-lock.json"; then
   modules="${deploy_src}/node_modules"
 else
-  tmp="${TEST_TMPDIR:-$(mktemp -d)}/npm"
-  mkdir -p "$tmp"
-  cp "${root}/deploy/package.json" "$lock" "$tmp/"
-  echo "run_node_check: deploy/node_modules missing or stale; npm ci into $tmp" >&2
+  if [[ -n "${TEST_TMPDIR:-}" ]]; then
+    tmp="${TEST_TMPDIR}/npm"
+    mkdir -p "$tmp"
+    cp "${root}/deploy/package.json" "$lock" "$tmp/"
+  else
+    # By hand: into deploy/node_modules, as scripts/install_deps.sh does,
+    # so that the next run finds it (a fresh temporary folder per run left
+    # 36 MB in /tmp each time).
+    tmp="$deploy_src"
+  fi
+  echo "run_node_check: deploy/node_modules missing or stale; npm ci in $tmp" >&2
   # Bazel's sandbox mounts the home directory read-only: then npm's cache
-  # (~/.npm) cannot be written, and a private one in $tmp is used instead.
+  # (~/.npm) cannot be written, and a private one under TEST_TMPDIR is used.
   cache_args=()
   npm_cache="$(npm config get cache 2>/dev/null || true)"
   if [[ -z "$npm_cache" ]] || ! mkdir -p "$npm_cache" 2>/dev/null ||
      [[ ! -w "$npm_cache" ]]; then
-    cache_args=(--cache "$tmp/cache")
+    cache_args=(--cache "${TEST_TMPDIR:-$tmp}/npm-cache")
   fi
   (cd "$tmp" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
      ${cache_args[@]+"${cache_args[@]}"}) >&2 ||
