@@ -40,6 +40,9 @@ cleanup() {
     for f in "$work"/*.log; do
       [[ -f "$f" ]] && { echo "---- $(basename "$f") (last lines)"; tail -n 15 "$f"; }
     done
+    echo "logs and Prometheus data kept in $work"
+  elif [[ -z "${TEST_TMPDIR:-}" ]]; then
+    rm -rf "$work"  # by hand, passed: ~65 MB of Prometheus data per run
   fi
 }
 trap cleanup EXIT
