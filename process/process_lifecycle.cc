@@ -194,6 +194,17 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // second local cluster on the same --base_port silently served half of
   // the first one's RPCs). Without it the second bind fails: UNAVAILABLE.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients (the router's worker channels) detect a frozen peer with HTTP/2
+  // keepalive pings, also while no call is in flight. gRPC's server default
+  // counts a ping less than 5 minutes after the previous one (without data
+  // sent in between) as a strike and closes the connection with GOAWAY
+  // "too_many_pings" after 2 strikes; accept pings every
+  // kMinClientKeepaliveTimeMs / 2 and keep the default of 2 strikes against
+  // clients that ping faster than that.
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      kMinClientKeepaliveTimeMs / 2);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &out->port_);
   builder.SetMaxReceiveMessageSize(max_message_bytes);

@@ -76,12 +76,24 @@ int WaitForShutdownSignal();
 // by fatal background errors).
 void RequestShutdown();
 
+// Shortest HTTP/2 keepalive ping period, ms, that a client of a radixkv gRPC
+// server (GrpcServer) may use: the server answers pings up to twice as
+// frequent without a ping strike (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_
+// WITHOUT_DATA_MS = half of this, the slack absorbing timer jitter), so a
+// client pinging at least this far apart is never sent GOAWAY
+// "too_many_pings" (gRPC's default server minimum is 5 minutes). The router's
+// --worker_keepalive_ms must be 0 or at least this. Semantics: gRPC's
+// keepalive guide (doc/keepalive.md).
+inline constexpr int kMinClientKeepaliveTimeMs = 1000;
+
 // A running gRPC server with grpc.health.v1 enabled. The overall health
 // ("" service) and every registered service name start SERVING.
 class GrpcServer {
  public:
   // Builds and starts a server on `address` (host:port; port 0 picks a free
-  // port, see port()). Errors: UNAVAILABLE when the port cannot be bound.
+  // port, see port()). It accepts keepalive pings every
+  // kMinClientKeepaliveTimeMs, with or without calls in flight. Errors:
+  // UNAVAILABLE when the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const std::string& address, const std::vector<grpc::Service*>& services,
       int max_message_bytes = 64 << 20);

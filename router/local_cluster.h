@@ -193,6 +193,14 @@ class LocalCluster {
 
   // kill -<signal> worker i (default kill -9), reaped.
   void KillWorker(int i, int signal = 9);
+  // Process ids (-1 before the first start), e.g. for kill -STOP / -CONT of a
+  // frozen-peer test (KillWorker would wait for a stopped process to exit).
+  pid_t worker_pid(int i) const {
+    return workers_.at(i) ? workers_[i]->pid() : -1;
+  }
+  pid_t cache_service_pid() const {
+    return cache_service_ ? cache_service_->pid() : -1;
+  }
   // Starts worker i again (same id and port; it registers a new epoch) and
   // waits for health and registration.
   absl::Status RestartWorker(int i);

@@ -69,6 +69,18 @@ ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
 ABSL_FLAG(bool, allow_policy_override, true,
           "Honour the radixkv-placement-policy request metadata (policy "
           "comparisons on one cluster).");
+ABSL_FLAG(int, worker_keepalive_ms, 10000,
+          "HTTP/2 keepalive ping period of the router's worker connections, "
+          "ms, also while idle; 0 = disabled, else at least 1000 (what the "
+          "servers accept). With --worker_keepalive_timeout_ms it bounds how "
+          "long a frozen worker (TCP up, process not answering: SIGSTOP, "
+          "hung host) holds its requests: about the sum of the two, after "
+          "which requests without a token yet are retried on another worker "
+          "and streaming ones end with UNAVAILABLE.");
+ABSL_FLAG(int, worker_keepalive_timeout_ms, 5000,
+          "How long a keepalive ping (and a connection attempt to a worker) "
+          "may wait for the worker's answer before the connection is "
+          "closed, ms; in [100, 600000].");
 ABSL_FLAG(int, drain_timeout_s, 5,
           "Seconds SIGTERM/SIGINT waits for in-flight RPCs (Generate "
           "streams) to finish after readiness drops to NOT_SERVING, before "
@@ -106,6 +118,21 @@ absl::Status ValidateFlags() {
         "--prefill_weight, --load_weight, --balance_abs_tokens, "
         "--memory_weight, --memory_hot_window_ms must be >= 0 and "
         "--balance_rel_ratio >= 1");
+  }
+  const int keepalive = absl::GetFlag(FLAGS_worker_keepalive_ms);
+  if (keepalive != 0 &&
+      (keepalive < radixkv::process::kMinClientKeepaliveTimeMs ||
+       keepalive > 86'400'000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_keepalive_ms must be 0 or in [",
+                     radixkv::process::kMinClientKeepaliveTimeMs,
+                     ", 86400000] (servers answer faster pings with GOAWAY)"));
+  }
+  const int keepalive_timeout =
+      absl::GetFlag(FLAGS_worker_keepalive_timeout_ms);
+  if (keepalive_timeout < 100 || keepalive_timeout > 600'000) {
+    return absl::InvalidArgumentError(
+        "--worker_keepalive_timeout_ms must be in [100, 600000]");
   }
   int drain = absl::GetFlag(FLAGS_drain_timeout_s);
   if (drain < 0 || drain > 3600) {
@@ -179,6 +206,10 @@ int main(int argc, char** argv) {
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.model = absl::GetFlag(FLAGS_model);
   options.allow_policy_override = absl::GetFlag(FLAGS_allow_policy_override);
+  options.worker_keepalive =
+      absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_ms));
+  options.worker_keepalive_timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_timeout_ms));
   auto service = router::RouterService::Create(options, std::move(tokenizer),
                                                &router_metrics);
   if (!service.ok()) {

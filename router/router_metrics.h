@@ -43,7 +43,7 @@ class RouterMetrics {
                       int64_t prompt_tokens, int64_t predicted_hit_tokens);
   // `outcome`: ok, aborted, client_cancelled, failed_before_first_token,
   // failed_after_tokens, invalid_argument, resource_exhausted, no_worker,
-  // other error code names.
+  // cache_service_unavailable, other error code names.
   void CountRequest(absl::string_view policy, absl::string_view decision,
                     absl::string_view outcome);
   void CountDispatch(const std::string& worker_id);

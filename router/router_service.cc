@@ -203,6 +203,26 @@ std::shared_ptr<radixkv::v1::Worker::Stub> RouterService::WorkerStub(
     // Reconnect quickly after a worker restart on the same address.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    if (options_.worker_keepalive > absl::ZeroDuration()) {
+      // A frozen worker keeps its TCP connection up and answers nothing:
+      // without pings its streams would wait for the client's deadline.
+      // MAX_PINGS_WITHOUT_DATA = 0: keep pinging while no data is sent (a
+      // request queued on the worker, or no request at all).
+      const int timeout_ms = static_cast<int>(
+          absl::ToInt64Milliseconds(options_.worker_keepalive_timeout));
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+                  static_cast<int>(
+                      absl::ToInt64Milliseconds(options_.worker_keepalive)));
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, timeout_ms);
+      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+      args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+      // gRPC core uses the minimum reconnect backoff as the timeout of one
+      // connection attempt (default 20 s), which includes waiting for the
+      // server's HTTP/2 SETTINGS: the kernel of a frozen worker still
+      // accepts the TCP connection. Bounded like a ping, a request placed on
+      // it fails UNAVAILABLE (and is retried elsewhere) instead of waiting.
+      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, timeout_ms);
+    }
     stub = radixkv::v1::Worker::NewStub(grpc::CreateCustomChannel(
         address, grpc::InsecureChannelCredentials(), args));
   }
@@ -337,6 +357,21 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
         out.push_back(std::move(c));
       }
     }
+  }
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    // The cache service accepted the call but did not answer in time
+    // (frozen, overloaded). Placing on the last known workers would not
+    // help: their Acquire waits on the same service (the worker's
+    // --cache_rpc_timeout_ms) and fails, so every attempt would cost both
+    // timeouts and blame a healthy worker. Generate ends the request.
+    // A refused connection (a restart in progress) fails fast on both
+    // sides instead: that case still falls back to the last known workers
+    // and is retried below.
+    return absl::DeadlineExceededError(
+        absl::StrCat(options_.cache_service_address, " did not answer ",
+                     tokens.empty() ? "Stats" : "Match", " within ",
+                     absl::FormatDuration(options_.cache_service_timeout), ": ",
+                     st.error_message()));
   }
   absl::MutexLock lock(&mu_);
   if (st.ok()) {
@@ -521,6 +556,22 @@ grpc::Status RouterService::Generate(
     if (!live.ok()) {
       if (live.status().code() == absl::StatusCode::kInvalidArgument) {
         return finish("invalid_argument", ToGrpc(live.status()));
+      }
+      if (live.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        // Not a worker failure and not worth another attempt (LiveWorkers):
+        // a prompt UNAVAILABLE instead of the client's DEADLINE_EXCEEDED.
+        spdlog::warn("request {}: cache service unavailable: {}", request_id,
+                     std::string(live.status().message()));
+        return finish(
+            "cache_service_unavailable",
+            grpc::Status(
+                grpc::StatusCode::UNAVAILABLE,
+                absl::StrCat(
+                    "request ", request_id,
+                    ": cache service unavailable: ", live.status().message(),
+                    errors.empty() ? ""
+                                   : absl::StrCat("; earlier attempts: ",
+                                                  JoinDistinct(errors)))));
       }
       errors.push_back(std::string(live.status().message()));
       all_resource_exhausted = false;

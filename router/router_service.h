@@ -68,8 +68,22 @@ struct RouterOptions {
   int max_attempts = 3;
   // Backoff before the second attempt; doubles each further attempt.
   absl::Duration retry_backoff = absl::Milliseconds(50);
-  // Deadline of each CacheService call (Match, Stats).
+  // Deadline of each CacheService call (Match, Stats). A Match that times
+  // out ends the request at once with UNAVAILABLE "cache service
+  // unavailable" (the worker's Acquire would wait on the same service).
   absl::Duration cache_service_timeout = absl::Seconds(2);
+  // HTTP/2 keepalive of the router's worker channels (gRPC
+  // doc/keepalive.md): a ping every `worker_keepalive`, also while no call
+  // is in flight; a ping not acknowledged within `worker_keepalive_timeout`
+  // closes the connection, which fails its streams with UNAVAILABLE, so a
+  // frozen worker (SIGSTOP, hung host: TCP up, nothing answered) releases
+  // its requests: retried elsewhere before their first token, UNAVAILABLE
+  // after. `worker_keepalive_timeout` also bounds a (re)connection attempt
+  // (TCP + HTTP/2 handshake) to such a worker. Zero `worker_keepalive`
+  // disables both. Workers accept pings every
+  // process::kMinClientKeepaliveTimeMs or slower.
+  absl::Duration worker_keepalive = absl::Seconds(10);
+  absl::Duration worker_keepalive_timeout = absl::Seconds(5);
   // A worker that failed a request is avoided for this long (unless no
   // other worker is live).
   absl::Duration failed_worker_cooldown = absl::Seconds(2);
@@ -134,7 +148,11 @@ class RouterService final : public radixkv::v1::Router::Service {
 
   // Live workers for `model` with their exact match of `tokens` (empty
   // tokens: every live worker, matched 0). Falls back to the last known
-  // worker set (matched 0) when the cache service is unreachable.
+  // worker set (matched 0) when the cache service is unreachable (a failed
+  // connection). DEADLINE_EXCEEDED when it did not answer within
+  // cache_service_timeout (no fallback: see the definition); INVALID_ARGUMENT
+  // when it rejected the prompt; UNAVAILABLE when it is unreachable and no
+  // worker is known.
   // `request_id` travels as kRequestIdMetadataKey so that the cache
   // service's debug log can be joined with the router's; `rpc_time` (may be
   // null) receives the client-side round trip of the Match/Stats call.

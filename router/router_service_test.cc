@@ -143,6 +143,12 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   }
   grpc::Status Match(grpc::ServerContext*, const radixkv::v1::MatchRequest* r,
                      radixkv::v1::MatchResponse* out) override {
+    absl::Duration delay;
+    {
+      absl::MutexLock l(&mu_);
+      delay = match_delay_;
+    }
+    absl::SleepFor(delay);
     absl::MutexLock l(&mu_);
     if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
     ++matches_;
@@ -180,6 +186,11 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
     absl::MutexLock l(&mu_);
     down_ = down;
   }
+  // Match answers this late (a frozen or overloaded service).
+  void set_match_delay(absl::Duration delay) {
+    absl::MutexLock l(&mu_);
+    match_delay_ = delay;
+  }
   // Only Stats fails (Match keeps answering).
   void set_stats_down(bool down) {
     absl::MutexLock l(&mu_);
@@ -213,6 +224,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   int stats_calls_ = 0;
   bool down_ = false;
   bool stats_down_ = false;
+  absl::Duration match_delay_;
   std::string last_model_;
 };
 
@@ -607,6 +619,30 @@ TEST_F(RouterServiceTest, CacheServiceOutageUsesTheLastKnownWorkers) {
   grpc::ClientContext ctx;
   EXPECT_EQ(stub_->ListWorkers(&ctx, {}, &list).error_code(),
             grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(RouterServiceTest, CacheServiceNotAnsweringIsUnavailableAtOnce) {
+  RouterOptions options;
+  options.cache_service_timeout = absl::Milliseconds(200);
+  StartRouter(options);
+  ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
+  // Workers are known, but a Match that times out is not followed by a
+  // blind placement (the worker's Acquire would wait on the same service)
+  // nor by another attempt.
+  cache_.set_match_delay(absl::Seconds(1));
+  StreamResult r = Run(Tokens({4, 5, 6}, "frozen-1"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(r.status.error_message(),
+            absl::StrCat("request frozen-1: cache service unavailable: ",
+                         cache_.address(),
+                         " did not answer Match within 200ms: Deadline "
+                         "Exceeded"));
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 1u);
+  EXPECT_NE(MetricsText().find("outcome=\"cache_service_unavailable\""),
+            std::string::npos);
+  cache_.set_match_delay(absl::ZeroDuration());
+  EXPECT_TRUE(Run(Tokens({4, 5, 6})).status.ok());
 }
 
 TEST_F(RouterServiceTest, UnknownDefaultPolicyIsRejected) {

@@ -75,7 +75,7 @@ Completion Generate(radixkv::v1::Router::Stub* router,
   req.mutable_sampling()->set_ignore_eos(true);
   req.set_disable_prefix_cache(options.disable_prefix_cache);
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
   if (!options.policy.empty()) {
     ctx.AddMetadata(router::kPolicyOverrideMetadataKey, options.policy);
   }

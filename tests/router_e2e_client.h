@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
@@ -41,10 +42,12 @@ struct GenerateOptions {
   std::string request_id;
   // Sent as radixkv-placement-policy metadata when not empty.
   std::string policy;
+  // The client's deadline, from the call.
+  absl::Duration deadline = absl::Seconds(120);
 };
 
 // One streamed Router.Generate with greedy sampling and ignore_eos; blocks
-// until the stream ends (deadline 120 s).
+// until the stream ends (or options.deadline passes).
 Completion Generate(radixkv::v1::Router::Stub* router,
                     const std::vector<int32_t>& prompt,
                     const GenerateOptions& options = {});

@@ -9,6 +9,13 @@
 //     multi-turn workload: the run completes and afterwards every slot is
 //     accounted for exactly once (free + evictable + protected == capacity,
 //     no lease left, and a Flush returns every slot to the free list).
+//   - kill -STOP of a worker (TCP up, nothing answered): the requests placed
+//     on it before their first token are retried on the other worker once
+//     the router's keepalive ping times out.
+//   - kill -STOP of the cache service: Generate ends with UNAVAILABLE "cache
+//     service unavailable" before the client's deadline.
+#include <signal.h>
+
 #include <atomic>
 #include <map>
 #include <set>
@@ -45,6 +52,20 @@ radixkv::v1::StatsResponse WaitForStats(const std::string& cache_address,
   }
   return stats;
 }
+
+// kill -CONT of a process frozen by the test when it goes out of scope
+// (declared after the cluster: the processes are resumed before it stops
+// them, also when an assertion returned early).
+class ResumeOnExit {
+ public:
+  explicit ResumeOnExit(pid_t pid) : pid_(pid) {}
+  ~ResumeOnExit() { ::kill(pid_, SIGCONT); }
+  ResumeOnExit(const ResumeOnExit&) = delete;
+  ResumeOnExit& operator=(const ResumeOnExit&) = delete;
+
+ private:
+  pid_t pid_;
+};
 
 void ExpectEverySlotAccountedFor(const radixkv::v1::StatsResponse& stats) {
   for (const auto& w : stats.workers()) {
@@ -269,6 +290,95 @@ TEST(RouterFaultTest, CacheServiceRestartMidWorkload) {
     EXPECT_EQ(w.free_slots(), w.capacity_slots()) << w.worker_id();
     EXPECT_EQ(w.cached_tokens(), 0) << w.worker_id();
   }
+}
+
+TEST(RouterFaultTest, WorkerFrozenBeforeFirstToken) {
+  router::LocalClusterOptions options = TestClusterOptions("freeze_worker");
+  // A frozen worker is noticed within about 2 s (the defaults: 15 s).
+  options.router_args = {"--worker_keepalive_ms=1000",
+                         "--worker_keepalive_timeout_ms=1000"};
+  auto started = router::LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  router::LocalCluster& cluster = **started;
+  auto router = RouterStub(cluster.router_address());
+
+  // Greedy references, before the freeze; round robin also opens the
+  // router's connection to both workers.
+  constexpr int kRequests = 6;
+  constexpr int kNewTokens = 8;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<int32_t>> expected;
+  std::set<std::string> used;
+  for (int i = 0; i < kRequests; ++i) {
+    prompts.push_back(Concat({1}, LicenseTokens("Apache-2.0", 60 * i, 24)));
+    Completion r =
+        Generate(router.get(), prompts[i],
+                 {.max_new_tokens = kNewTokens, .policy = "round_robin"});
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kNewTokens));
+    used.insert(r.worker_id);
+    expected.push_back(r.tokens);
+  }
+  ASSERT_EQ(used.size(), 2u);
+
+  const pid_t victim_pid = cluster.worker_pid(0);
+  ASSERT_GT(victim_pid, 0);
+  ASSERT_EQ(::kill(victim_pid, SIGSTOP), 0);
+  ResumeOnExit resume(victim_pid);
+  // The victim stays registered (its heartbeat timeout is 10 s) and its
+  // connection open: round robin places every other request on it, where
+  // it waits without a token until the keepalive ping times out, and is
+  // then retried on the other worker. Without keepalive these requests
+  // would end with DEADLINE_EXCEEDED.
+  std::vector<Completion> got(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      got[i] = Generate(router.get(), prompts[i],
+                        {.max_new_tokens = kNewTokens,
+                         .policy = "round_robin",
+                         .deadline = absl::Seconds(25)});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_TRUE(got[i].status.ok())
+        << "request " << i << ": " << got[i].status.error_code() << " "
+        << got[i].status.error_message();
+    EXPECT_EQ(got[i].worker_id, cluster.worker_id(1)) << "request " << i;
+    EXPECT_EQ(got[i].tokens, expected[i]) << "request " << i;
+  }
+}
+
+TEST(RouterFaultTest, CacheServiceFrozen) {
+  router::LocalClusterOptions options = TestClusterOptions("freeze_cache");
+  auto started = router::LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  router::LocalCluster& cluster = **started;
+  auto router = RouterStub(cluster.router_address());
+  const std::vector<int32_t> prompt =
+      Concat({1}, LicenseTokens("Apache-2.0", 0, 24));
+  // The router knows the workers and the model before the freeze.
+  Completion before = Generate(router.get(), prompt, {.max_new_tokens = 4});
+  ASSERT_TRUE(before.status.ok()) << before.status.error_message();
+
+  const pid_t cache_pid = cluster.cache_service_pid();
+  ASSERT_GT(cache_pid, 0);
+  ASSERT_EQ(::kill(cache_pid, SIGSTOP), 0);
+  ResumeOnExit resume(cache_pid);
+  // The Match times out; the worker's Acquire would wait on the same frozen
+  // service, so the router answers UNAVAILABLE at once rather than trying
+  // worker after worker until the client's deadline.
+  Completion r = Generate(router.get(), prompt,
+                          {.max_new_tokens = 4, .deadline = absl::Seconds(20)});
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << r.status.error_code() << " " << r.status.error_message();
+  const std::string& msg = r.status.error_message();
+  EXPECT_TRUE(absl::StrContains(msg, "cache service unavailable")) << msg;
+  EXPECT_TRUE(absl::StrContains(
+      msg, absl::StrCat(cluster.cache_service_address(), " did not answer")))
+      << msg;
+  EXPECT_TRUE(r.tokens.empty());
 }
 
 }  // namespace
