@@ -196,11 +196,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Clients (the router's worker channels) detect a frozen peer with HTTP/2
   // keepalive pings, also while no call is in flight. gRPC's server default
-  // counts a ping less than 5 minutes after the previous one (without data
-  // sent in between) as a strike and closes the connection with GOAWAY
+  // counts a ping less than 5 minutes (2 hours while no call is in flight,
+  // unless PERMIT_WITHOUT_CALLS) after the previous one, without data sent
+  // in between, as a strike and closes the connection with GOAWAY
   // "too_many_pings" after 2 strikes; accept pings every
-  // kMinClientKeepaliveTimeMs / 2 and keep the default of 2 strikes against
-  // clients that ping faster than that.
+  // kMinClientKeepaliveTimeMs / 2, idle or not, and keep the default of 2
+  // strikes against clients that ping faster than that. (The server's own
+  // keepalive pings stay at gRPC's default of one per 2 hours.)
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       kMinClientKeepaliveTimeMs / 2);

@@ -78,8 +78,9 @@ void RequestShutdown();
 
 // Shortest HTTP/2 keepalive ping period, ms, that a client of a radixkv gRPC
 // server (GrpcServer) may use: the server answers pings up to twice as
-// frequent without a ping strike (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_
-// WITHOUT_DATA_MS = half of this, the slack absorbing timer jitter), so a
+// frequent without a ping strike, also while no call is in flight
+// (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS = half of this, the
+// slack absorbing timer jitter; GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS), so a
 // client pinging at least this far apart is never sent GOAWAY
 // "too_many_pings" (gRPC's default server minimum is 5 minutes). The router's
 // --worker_keepalive_ms must be 0 or at least this. Semantics: gRPC's

@@ -104,6 +104,26 @@ TEST(GrpcServerTest, PortTakenByAnotherGrpcServerIsUnavailable) {
       << second.status();
 }
 
+TEST(GrpcServerTest, KeepalivePingsAtTheMinimumPeriodKeepTheConnection) {
+  // The router pings its workers while idle; gRPC's server default (pings
+  // at most every 5 minutes without data, 2 strikes) answers the third
+  // ping with GOAWAY too_many_pings, which drops the channel to IDLE.
+  auto server = GrpcServer::Start("127.0.0.1:0", {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kMinClientKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  auto channel =
+      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                                grpc::InsecureChannelCredentials(), args);
+  ASSERT_TRUE(channel->WaitForConnected(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(10))));
+  absl::SleepFor(absl::Milliseconds(5 * kMinClientKeepaliveTimeMs));
+  EXPECT_EQ(channel->GetState(/*try_to_connect=*/false), GRPC_CHANNEL_READY);
+}
+
 // A thread started before the signals are blocked (as OpenBLAS starts its
 // pool from a library constructor, before main) does not block SIGTERM; the
 // kernel delivered SIGTERM to it while no thread was in sigwait, and the
