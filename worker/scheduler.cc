@@ -5,6 +5,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "proto/generate_request_checks.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/sampler.h"
 #include "worker/prompt_text_limit.h"
@@ -68,26 +69,12 @@ struct Sequence {
 
 namespace {
 
-constexpr int kMaxStopStrings = 16;
 // A waiting request sharing at least this many prompt tokens with a running
 // sequence whose prompt is not in the tree yet waits for its keep_lease
 // Commit (a few steps) instead of computing the same prefix again
 // (SGLang's in-batch prefix caching check).
 constexpr int64_t kMinSharedPrefillTokens = 64;
-constexpr int kMaxStopStringBytes = 256;
-
 int64_t NowMillis() { return absl::ToUnixMillis(absl::Now()); }
-
-bool ValidRequestId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
-              c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 std::string OutcomeName(v1::FinishReason reason) {
   switch (reason) {
@@ -277,15 +264,9 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
             : absl::StrCat("of ", request.model().size(), " bytes"),
         " (this worker serves '", options_.model_name, "')"));
   }
-  if (!request.request_id().empty() && !ValidRequestId(request.request_id())) {
-    return absl::InvalidArgumentError(
-        "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
-  }
-  if (request.priority() < -1000 || request.priority() > 1000) {
-    return absl::InvalidArgumentError("priority must be in [-1000, 1000]");
-  }
-  if (request.cache_salt().size() > 256) {
-    return absl::InvalidArgumentError("cache_salt must be <= 256 bytes");
+  if (absl::Status valid = v1::CheckModelIndependentFields(request);
+      !valid.ok()) {
+    return valid;
   }
   const v1::SamplingParams& sp = request.sampling();
   SamplingParams sampling;
@@ -294,15 +275,9 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
   sampling.top_p = sp.top_p() == 0.0f ? 1.0f : sp.top_p();
   sampling.max_new_tokens = sp.max_new_tokens();
   sampling.ignore_eos = sp.ignore_eos();
-  if (!(sp.temperature() <= 100.0f)) {
-    return absl::InvalidArgumentError("temperature must be in [0, 100]");
-  }
   if (sp.top_k() > vocab_size_) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_k must be in [0, vocab_size=", vocab_size_, "]"));
-  }
-  if (sp.top_p() < 0.0f) {
-    return absl::InvalidArgumentError("top_p must be in (0, 1]");
   }
   for (int32_t id : sp.stop_token_ids()) {
     if (id < 0 || id >= vocab_size_) {
@@ -311,15 +286,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
     }
     sampling.stop_token_ids.push_back(id);
   }
-  if (sp.stop_size() > kMaxStopStrings) {
-    return absl::InvalidArgumentError("at most 16 stop strings");
-  }
-  for (const std::string& s : sp.stop()) {
-    if (s.size() > kMaxStopStringBytes) {
-      return absl::InvalidArgumentError("stop strings must be <= 256 bytes");
-    }
-    sampling.stop_strings.push_back(s);
-  }
+  sampling.stop_strings.assign(sp.stop().begin(), sp.stop().end());
   if (absl::Status valid =
           ValidateSamplingParams(sampling, options_.max_new_tokens_limit);
       !valid.ok()) {
