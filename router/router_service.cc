@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/generate_request_checks.h"
 #include "spdlog/spdlog.h"
 
 namespace radixkv::router {
@@ -39,21 +40,6 @@ bool IsRequestError(grpc::StatusCode code) {
 
 std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-}
-
-// The contract's request_id syntax (common.proto): 1..128 bytes of
-// [A-Za-z0-9._:-]. Checked before the id is used anywhere: it travels as
-// gRPC metadata (kRequestIdMetadataKey), where a byte outside printable
-// ASCII makes gRPC abort the process, and it is echoed in status messages.
-bool ValidRequestId(std::string_view id) {
-  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
-  for (char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
-        c != '_' && c != ':' && c != '-') {
-      return false;
-    }
-  }
-  return true;
 }
 
 // A fresh request id: kAssignedRequestIdPrefix + 128 random bits in hex.
@@ -422,13 +408,6 @@ grpc::Status RouterService::Generate(
   };
 
   const bool has_text = request->prompt_case() == GenerateRequest::kText;
-  if (request->prompt_case() == GenerateRequest::PROMPT_NOT_SET ||
-      (has_text && request->text().empty()) ||
-      (!has_text && request->token_ids().ids_size() == 0)) {
-    return finish("invalid_argument",
-                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "the prompt is empty: set text or token_ids"));
-  }
   if (has_text && options_.max_prompt_text_bytes > 0 &&
       static_cast<int64_t>(request->text().size()) >
           options_.max_prompt_text_bytes) {
@@ -452,12 +431,14 @@ grpc::Status RouterService::Generate(
                                             "' (reserved for ids the router "
                                             "assigns)")));
   }
-  if (!request->request_id().empty() &&
-      !ValidRequestId(request->request_id())) {
+  // The contract's model-independent rules, before placement: a malformed
+  // request costs no Match and is not dispatched (the worker checks the
+  // model-dependent ones: vocab, context, its max_new_tokens limit).
+  if (absl::Status valid = radixkv::v1::CheckModelIndependentFields(*request);
+      !valid.ok()) {
     return finish("invalid_argument",
                   grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "request_id must be 1..128 bytes of "
-                               "[A-Za-z0-9._:-]"));
+                               std::string(valid.message())));
   }
   if (request->model().size() > kMaxModelNameBytes) {
     // No worker can serve it (the cache service registers names of at most
@@ -775,7 +756,7 @@ grpc::Status RouterService::Generate(
 grpc::Status RouterService::Abort(grpc::ServerContext* context,
                                   const radixkv::v1::AbortRequest* request,
                                   radixkv::v1::AbortResponse* response) {
-  if (!ValidRequestId(request->request_id())) {
+  if (!radixkv::v1::IsValidRequestId(request->request_id())) {
     // Never in flight; not echoed (it may be megabytes long).
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");

@@ -105,8 +105,6 @@ struct RouterOptions {
 // may not use (their ids with this prefix are INVALID_ARGUMENT).
 inline constexpr char kAssignedRequestIdPrefix[] = "rtr-";
 
-// Longest request_id a client may send, bytes (common.proto).
-inline constexpr size_t kMaxRequestIdBytes = 128;
 // Longest model name, bytes: the cache service registers no longer name, so
 // a longer GenerateRequest.model is INVALID_ARGUMENT.
 inline constexpr size_t kMaxModelNameBytes = 256;

@@ -5,9 +5,11 @@
 #include "router/router_service.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -824,6 +826,51 @@ TEST_F(RouterServiceTest, MalformedRequestIdAndModelAreInvalidNotFatal) {
             "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
   // The router still serves, the longest valid id included.
   EXPECT_TRUE(Run(Tokens({1, 2, 3}, std::string(128, 'a'))).status.ok());
+}
+
+// Requests that break a model-independent rule of the contract are refused
+// before placement: no Match, no dispatch, counted as invalid_argument (they
+// used to reach a worker, which refused them, and counted as dispatches).
+TEST_F(RouterServiceTest, MalformedSamplingIsRefusedBeforePlacement) {
+  StartRouter();
+  const std::vector<
+      std::pair<std::function<void(GenerateRequest*)>, std::string>>
+      cases = {
+          {[](GenerateRequest* r) {
+             r->mutable_sampling()->set_max_new_tokens(0);
+           },
+           "max_new_tokens must be in [1, 65536], got 0"},
+          {[](GenerateRequest* r) {
+             r->mutable_sampling()->set_max_new_tokens(70000);
+           },
+           "max_new_tokens must be in [1, 65536], got 70000"},
+          {[](GenerateRequest* r) {
+             r->mutable_sampling()->set_temperature(-0.5f);
+           },
+           "temperature must be in [0, 100], got -0.5"},
+          {[](GenerateRequest* r) { r->mutable_sampling()->set_top_p(2); },
+           "top_p must be in (0, 1] (0 = unset = 1), got 2"},
+          {[](GenerateRequest* r) { r->mutable_sampling()->add_stop(""); },
+           "empty stop string"},
+          {[](GenerateRequest* r) { r->set_priority(5000); },
+           "priority must be in [-1000, 1000], got 5000"},
+          {[](GenerateRequest* r) { r->mutable_token_ids()->add_ids(-1); },
+           "prompt token id -1 is negative"},
+          {[](GenerateRequest* r) { r->clear_prompt(); },
+           "no prompt: set text or token_ids"},
+      };
+  for (const auto& [breaks, message] : cases) {
+    GenerateRequest request = Tokens({1, 2, 3});
+    breaks(&request);
+    StreamResult r = Run(request);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << message;
+    EXPECT_EQ(r.status.error_message(), message);
+  }
+  EXPECT_EQ(cache_.matches(), 0);
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+  EXPECT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
+  EXPECT_EQ(cache_.matches(), 1);
 }
 
 }  // namespace
