@@ -166,8 +166,19 @@ int main(int argc, char** argv) {
     int sig = process::WaitForShutdownSignal();
     if (sig == 0) return;  // normal end
     g_interrupted = true;
-    std::fprintf(stderr, "\nradixkv: signal %d, stopping everything...\n", sig);
+    std::fprintf(stderr,
+                 "\nradixkv: signal %d, stopping everything... (again to "
+                 "kill everything at once)\n",
+                 sig);
     if (pid_t p = g_runner_pid.load(); p > 0) ::kill(p, SIGTERM);
+    // A second Ctrl-C / SIGTERM while stopping: exit now; every child dies
+    // with us (PR_SET_PDEATHSIG = SIGKILL, set when it was started).
+    sig = process::WaitForShutdownSignal();
+    if (sig == 0) return;  // the stop finished first
+    std::fprintf(stderr, "radixkv: signal %d again: killing everything now\n",
+                 sig);
+    std::fflush(stderr);
+    ::_exit(128 + sig);
   });
 
   // Children (router, workers, runner) find their runfiles (the

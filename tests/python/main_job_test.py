@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
@@ -115,6 +116,47 @@ class MainJobTest(unittest.TestCase):
                 continue
             if run_dir in args:
                 left.append(args.replace("\0", " "))
+        self.assertEqual(left, [], out)
+
+    def test_second_ctrl_c_kills_everything_at_once(self):
+        # A second Ctrl-C while the launcher stops the cluster used to be
+        # ignored; it now exits at once and the children die with it.
+        tmp = tempfile.mkdtemp(prefix="main_job_int2_")
+        run_dir = os.path.join(tmp, "run")
+        proc = subprocess.Popen(
+            [LAUNCHER, "--run_dir=" + run_dir, "--",
+             "--workloads=shared-prefix", "--configs=cache_aware",
+             "--sp_groups=64", "--sp_prompts_per_group=16",
+             "--sp_output_tokens=256"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("radixkv workload report"):
+                proc.send_signal(signal.SIGINT)
+            if "stopping everything" in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        out, _ = proc.communicate(timeout=60)
+        out = "".join(lines) + out
+        self.assertEqual(proc.returncode, 130, out)
+        self.assertIn("signal 2 again: killing everything now", out)
+        self.assertNotIn("all processes stopped", out)
+        left = []
+        for _ in range(100):  # PR_SET_PDEATHSIG's SIGKILLs are asynchronous
+            left = []
+            for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+                try:
+                    with open(cmdline, "rb") as f:
+                        args = f.read().decode(errors="replace")
+                except OSError:
+                    continue
+                if run_dir in args:
+                    left.append(args.replace("\0", " "))
+            if not left:
+                break
+            time.sleep(0.1)
         self.assertEqual(left, [], out)
 
 
