@@ -9,9 +9,10 @@
 //     multi-turn workload: the run completes and afterwards every slot is
 //     accounted for exactly once (free + evictable + protected == capacity,
 //     no lease left, and a Flush returns every slot to the free list).
-//   - kill -STOP of a worker (TCP up, nothing answered): the requests placed
-//     on it before their first token are retried on the other worker once
-//     the router's keepalive ping times out.
+//   - kill -STOP of a worker (TCP up, nothing answered): once the router's
+//     keepalive ping times out, the requests placed on it before their
+//     first token are retried on the other worker (also those placed while
+//     it reconnects), and the one it was streaming ends with UNAVAILABLE.
 //   - kill -STOP of the cache service: Generate ends with UNAVAILABLE "cache
 //     service unavailable" before the client's deadline.
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -292,11 +294,12 @@ TEST(RouterFaultTest, CacheServiceRestartMidWorkload) {
   }
 }
 
-TEST(RouterFaultTest, WorkerFrozenBeforeFirstToken) {
+TEST(RouterFaultTest, WorkerFrozen) {
   router::LocalClusterOptions options = TestClusterOptions("freeze_worker");
-  // A frozen worker is noticed within about 2 s (the defaults: 15 s).
+  // A frozen worker is noticed within about 3 s (the defaults: 15 s); the
+  // ack timeout leaves a busy live worker on a loaded machine time to ack.
   options.router_args = {"--worker_keepalive_ms=1000",
-                         "--worker_keepalive_timeout_ms=1000"};
+                         "--worker_keepalive_timeout_ms=2000"};
   // The frozen worker stays registered for the whole test.
   options.cache_service_args = {"--heartbeat_timeout_ms=120000"};
   auto started = router::LocalCluster::Start(options);
@@ -323,7 +326,42 @@ TEST(RouterFaultTest, WorkerFrozenBeforeFirstToken) {
   }
   ASSERT_EQ(used.size(), 2u);
 
-  const pid_t victim_pid = cluster.worker_pid(0);
+  // A long generation is streaming when its worker (the victim) freezes.
+  std::atomic<int> long_chunks{0};
+  std::string long_worker;  // written before the first long_chunks++
+  int long_tokens = 0;
+  grpc::Status long_status;
+  grpc::ClientContext long_ctx;
+  long_ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  std::thread long_stream([&] {
+    radixkv::v1::GenerateRequest req;
+    const std::vector<int32_t> prompt =
+        Concat({1}, LicenseTokens("GPL-3", 0, 40));
+    req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(),
+                                                   prompt.end());
+    req.mutable_sampling()->set_max_new_tokens(1500);
+    req.mutable_sampling()->set_ignore_eos(true);
+    auto reader = router->Generate(&long_ctx, req);
+    radixkv::v1::GenerateResponse chunk;
+    while (reader->Read(&chunk)) {
+      if (long_chunks.load() == 0) long_worker = chunk.worker_id();
+      long_tokens += chunk.token_ids_size();
+      ++long_chunks;
+    }
+    long_status = reader->Finish();
+  });
+  absl::Cleanup join_long_stream = [&] {
+    long_ctx.TryCancel();
+    if (long_stream.joinable()) long_stream.join();
+  };
+  for (int k = 0; k < 3000 && long_chunks.load() == 0; ++k) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GT(long_chunks.load(), 0) << "the long stream never started";
+  const int victim_index = long_worker == cluster.worker_id(0) ? 0 : 1;
+  const std::string victim = cluster.worker_id(victim_index);
+  const std::string survivor = cluster.worker_id(1 - victim_index);
+  const pid_t victim_pid = cluster.worker_pid(victim_index);
   ASSERT_GT(victim_pid, 0);
   ASSERT_EQ(::kill(victim_pid, SIGSTOP), 0);
   ResumeOnExit resume(victim_pid);
@@ -352,12 +390,24 @@ TEST(RouterFaultTest, WorkerFrozenBeforeFirstToken) {
       EXPECT_TRUE(got[i].status.ok())
           << "phase " << phase << " request " << i << ": "
           << got[i].status.error_code() << " " << got[i].status.error_message();
-      EXPECT_EQ(got[i].worker_id, cluster.worker_id(1))
+      EXPECT_EQ(got[i].worker_id, survivor)
           << "phase " << phase << " request " << i;
       EXPECT_EQ(got[i].tokens, expected[i])
           << "phase " << phase << " request " << i;
     }
   }
+  // The long stream had sent tokens: the router's clear UNAVAILABLE.
+  long_stream.join();
+  EXPECT_EQ(long_status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << long_status.error_message();
+  const std::string& msg = long_status.error_message();
+  EXPECT_TRUE(absl::StrContains(msg, "tokens were streamed")) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, victim)) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, "keepalive")) << msg;
+  EXPECT_TRUE(
+      absl::StrContains(msg, absl::StrCat("after ", long_tokens, " tokens")))
+      << msg;
+  EXPECT_LT(long_tokens, 1500);
 }
 
 TEST(RouterFaultTest, CacheServiceFrozen) {
