@@ -361,20 +361,29 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
   }
   absl::MutexLock lock(&mu_);
   if (st.ok()) {
-    last_known_workers_ = out;
-    for (WorkerCandidate& c : last_known_workers_) c.matched_tokens = 0;
+    // Only models the cache service serves get an entry (a client's
+    // arbitrary model names do not grow the map).
+    if (out.empty()) {
+      last_known_workers_.erase(model);
+    } else {
+      std::vector<WorkerCandidate>& known = last_known_workers_[model];
+      known = out;
+      for (WorkerCandidate& c : known) c.matched_tokens = 0;
+    }
     return out;
   }
-  if (last_known_workers_.empty()) {
+  auto it = last_known_workers_.find(model);
+  if (it == last_known_workers_.end()) {
     return absl::UnavailableError(
         absl::StrCat("cache service ", options_.cache_service_address,
-                     " unreachable and no worker known: ", st.error_message()));
+                     " unreachable and no worker known for model ", model, ": ",
+                     st.error_message()));
   }
   spdlog::warn(
       "cache service unreachable ({}); placing on the last known {} "
-      "workers by load only",
-      st.error_message(), last_known_workers_.size());
-  return last_known_workers_;
+      "workers of model {} by load only",
+      st.error_message(), it->second.size(), model);
+  return it->second;
 }
 
 grpc::Status RouterService::Generate(

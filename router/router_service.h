@@ -146,8 +146,8 @@ class RouterService final : public radixkv::v1::Router::Service {
 
   // Live workers for `model` with their exact match of `tokens` (empty
   // tokens: every live worker, matched 0). Falls back to the last known
-  // worker set (matched 0) when the cache service is unreachable (a failed
-  // connection). DEADLINE_EXCEEDED when it did not answer within
+  // worker set of `model` (matched 0) when the cache service is unreachable
+  // (a failed connection). DEADLINE_EXCEEDED when it did not answer within
   // cache_service_timeout (no fallback: see the definition); INVALID_ARGUMENT
   // when it rejected the prompt; UNAVAILABLE when it is unreachable and no
   // worker is known.
@@ -198,7 +198,9 @@ class RouterService final : public radixkv::v1::Router::Service {
       worker_stubs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Time> failed_until_
       ABSL_GUARDED_BY(mu_);
-  std::vector<WorkerCandidate> last_known_workers_ ABSL_GUARDED_BY(mu_);
+  // Model -> its workers in the latest successful Match/Stats (matched 0).
+  absl::flat_hash_map<std::string, std::vector<WorkerCandidate>>
+      last_known_workers_ ABSL_GUARDED_BY(mu_);
   std::string discovered_model_ ABSL_GUARDED_BY(mu_);
   absl::Time discovered_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 

@@ -138,6 +138,8 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
   struct Entry {
     std::string id, address;
     int64_t epoch = 1, matched = 0, outstanding = 0;
+    // Empty: the worker serves every model (Stats reports "demo").
+    std::string model;
   };
   FakeCacheService() { server_ = StartServer(this, &port_); }
   ~FakeCacheService() override {
@@ -156,6 +158,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
     ++matches_;
     last_model_ = r->model();
     for (const Entry& e : entries_) {
+      if (!e.model.empty() && e.model != r->model()) continue;
       auto* w = out->add_workers();
       w->set_worker_id(e.id);
       w->set_address(e.address);
@@ -177,7 +180,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
       w->set_worker_id(e.id);
       w->set_address(e.address);
       w->set_epoch(e.epoch);
-      w->set_model("demo");
+      w->set_model(e.model.empty() ? "demo" : e.model);
       w->set_cached_tokens(e.matched);
       w->set_capacity_slots(4096);
       w->set_page_size(16);
@@ -871,6 +874,46 @@ TEST_F(RouterServiceTest, MalformedSamplingIsRefusedBeforePlacement) {
   EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
   EXPECT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
   EXPECT_EQ(cache_.matches(), 1);
+}
+
+}  // namespace
+}  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+// During a cache service outage a request was placed on the workers of the
+// last successful Match whatever their model: a request for m1 went to m2's
+// worker (another vocabulary). The last known workers are now kept per model.
+TEST_F(RouterServiceTest, CacheServiceOutageFallbackIsPerModel) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0, 0, "m1"},
+              {"worker-b", b_->address(), 1, 0, 0, "m2"}});
+  StartRouter();
+  GenerateRequest m1 = Tokens({1, 2, 3});
+  m1.set_model("m1");
+  GenerateRequest m2 = Tokens({1, 2, 3});
+  m2.set_model("m2");
+  ASSERT_EQ(Run(m1).worker_id, "worker-a");
+  ASSERT_EQ(Run(m2).worker_id, "worker-b");
+  cache_.set_down(true);
+  for (int i = 0; i < 2; ++i) {
+    StreamResult r = Run(m1);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.worker_id, "worker-a");
+    r = Run(m2);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.worker_id, "worker-b");
+  }
+  EXPECT_EQ(a_->requests().size(), 3u);
+  EXPECT_EQ(b_->requests().size(), 3u);
+  // A model never matched before has no known worker.
+  GenerateRequest m3 = Tokens({1, 2, 3});
+  m3.set_model("m3");
+  StreamResult r = Run(m3);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("no worker known"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 6u);
 }
 
 }  // namespace
