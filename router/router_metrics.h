@@ -41,7 +41,8 @@ class RouterMetrics {
 
   void ObserveRouting(absl::string_view policy, double seconds,
                       int64_t prompt_tokens, int64_t predicted_hit_tokens);
-  // `outcome`: ok, aborted, client_cancelled, failed_before_first_token,
+  // `outcome`: ok, aborted, client_cancelled, deadline_exceeded (the
+  // client's deadline passed), failed_before_first_token,
   // failed_after_tokens, invalid_argument, resource_exhausted, no_worker,
   // cache_service_unavailable, other error code names.
   void CountRequest(absl::string_view policy, absl::string_view decision,

@@ -531,9 +531,26 @@ grpc::Status RouterService::Generate(
   std::vector<std::string> errors;
   bool all_resource_exhausted = true;
   bool routed_once = false;
+  // The client's deadline (also that of every worker attempt) has passed:
+  // an attempt that failed then did not fail through the worker's fault.
+  auto deadline_passed = [&] {
+    return context->deadline() !=
+               std::chrono::system_clock::time_point::max() &&
+           std::chrono::system_clock::now() >= context->deadline();
+  };
+  auto deadline_exceeded = [&](int64_t streamed_tokens) {
+    return finish(
+        "deadline_exceeded",
+        grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     absl::StrCat("request ", request_id,
+                                  ": the client's deadline passed "
+                                  "after ",
+                                  streamed_tokens, " streamed tokens")));
+  };
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) {
       absl::SleepFor(options_.retry_backoff * (1 << std::min(attempt - 1, 6)));
+      if (deadline_passed()) return deadline_exceeded(0);
     }
     {
       absl::MutexLock l(&flight->mu);
@@ -691,6 +708,12 @@ grpc::Status RouterService::Generate(
       return finish("aborted", grpc::Status(grpc::StatusCode::CANCELLED,
                                             absl::StrCat("request ", request_id,
                                                          " was aborted")));
+    }
+    if (!st.ok() && deadline_passed()) {
+      // Not the worker's failure (no MarkFailed) and no retry: the worker
+      // stream's own DEADLINE_EXCEEDED may come before the router sees its
+      // call cancelled.
+      return deadline_exceeded(streamed_tokens);
     }
     if (client_gone || context->IsCancelled()) {
       return finish("client_cancelled",

@@ -45,7 +45,8 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
     kFailAfterTwo,
     kBlock,
     kRejectInvalid,
-    kRejectNoFit
+    kRejectNoFit,
+    kStall  // no output until cancelled (or the fake is destroyed)
   };
   explicit FakeWorker(std::string id) : id_(std::move(id)) {
     server_ = StartServer(this, &port_);
@@ -72,6 +73,12 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
     if (mode == Mode::kRejectNoFit) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           "prompt cannot fit the KV pool");
+    }
+    if (mode == Mode::kStall) {
+      while (!ctx->IsCancelled() &&
+             !release_.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+      }
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
     }
     if (mode == Mode::kBlock) {
       GenerateResponse first;
@@ -914,6 +921,56 @@ TEST_F(RouterServiceTest, CacheServiceOutageFallbackIsPerModel) {
   EXPECT_NE(r.status.error_message().find("no worker known"), std::string::npos)
       << r.status.error_message();
   EXPECT_EQ(a_->requests().size() + b_->requests().size(), 6u);
+}
+
+}  // namespace
+}  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+// A client's deadline passing while the worker computed the prompt was
+// taken for the worker's failure whenever the router's worker stream saw
+// DEADLINE_EXCEEDED before the router saw its own call cancelled: the
+// worker was marked failed (avoided by every request for
+// failed_worker_cooldown) and the request was dispatched again after its
+// deadline. Now it ends DEADLINE_EXCEEDED with no retry and no blame.
+TEST_F(RouterServiceTest, ClientDeadlineIsNotAWorkerFailure) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
+  a_->set_mode(FakeWorker::Mode::kStall);
+  RouterOptions options;
+  options.failed_worker_cooldown = absl::Seconds(60);
+  StartRouter(options);
+  for (int i = 0; i < 5; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
+    auto reader = stub_->Generate(
+        &ctx, Tokens(std::vector<int32_t>(60, 3), absl::StrCat("dl-", i)));
+    GenerateResponse chunk;
+    while (reader->Read(&chunk)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+    // The router's handler ends too (it may outlive the client's view).
+    const absl::Time until = absl::Now() + absl::Seconds(20);
+    while (MetricsText().find("radixkv_router_in_flight_requests 0") ==
+               std::string::npos &&
+           absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  // (A request may expire before it reaches worker-a.)
+  EXPECT_LE(a_->requests().size(), 5u);
+  EXPECT_EQ(b_->requests().size(), 0u);
+  const std::string text = MetricsText();
+  EXPECT_EQ(text.find("radixkv_router_retries_total{"), std::string::npos)
+      << text;
+  // worker-a (holding the prefix) was not marked failed.
+  a_->set_mode(FakeWorker::Mode::kStream);
+  StreamResult r = Run(Tokens(std::vector<int32_t>(60, 3)));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.worker_id, "worker-a");
 }
 
 }  // namespace
