@@ -182,16 +182,22 @@ class CacheServiceRpcTest(unittest.TestCase):
             self.assertEqual(bad.returncode, 2, flag)
             self.assertIn(word, bad.stderr, flag)
 
-    def test_redis_mode_survives_a_restart(self):
+    def _start_redis(self, appendonly):
+        """A private redis-server (own port and dir, stopped at cleanup);
+        returns the cache service's --redis flag for it."""
         redis_dir = tempfile.mkdtemp(prefix="radixkv_redis_")
         self.addCleanup(shutil.rmtree, redis_dir, True)
         redis_port = free_port()
         redis = subprocess.Popen(
             ["/usr/bin/redis-server", "--port", str(redis_port), "--bind",
              "127.0.0.1", "--dir", redis_dir, "--save", "", "--appendonly",
-             "yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "yes" if appendonly else "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.addCleanup(lambda: (redis.kill(), redis.wait()))
-        args = ["--redis=127.0.0.1:%d" % redis_port, "--snapshot_every_ops=3"]
+        return "--redis=127.0.0.1:%d" % redis_port
+
+    def test_redis_mode_survives_a_restart(self):
+        args = [self._start_redis(appendonly=True), "--snapshot_every_ops=3"]
 
         svc = CacheService(args)
         self.addCleanup(svc.kill)
@@ -220,15 +226,7 @@ class CacheServiceRpcTest(unittest.TestCase):
         # Opening the Redis journal fences the cache service that owns it;
         # a second instance started by mistake on the same port used to
         # open it (fencing the first) and only then fail to bind.
-        redis_dir = tempfile.mkdtemp(prefix="radixkv_redis_")
-        self.addCleanup(shutil.rmtree, redis_dir, True)
-        redis_port = free_port()
-        redis = subprocess.Popen(
-            ["/usr/bin/redis-server", "--port", str(redis_port), "--bind",
-             "127.0.0.1", "--dir", redis_dir, "--save", "", "--appendonly",
-             "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: (redis.kill(), redis.wait()))
-        args = ["--redis=127.0.0.1:%d" % redis_port]
+        args = [self._start_redis(appendonly=False)]
         first = CacheService(args)
         self.addCleanup(first.kill)
         second = subprocess.run(

@@ -79,19 +79,43 @@ class MainJobTest(unittest.TestCase):
         with open(csv) as f:
             self.assertEqual(len(f.read().strip().splitlines()), 1 + len(runs))
 
-    def test_ctrl_c_during_the_workload_stops_everything(self):
-        # The runner ignored the launcher's SIGTERM (InitProcess's recording
-        # handler), so Ctrl-C left the whole job running to its end.
-        tmp = tempfile.mkdtemp(prefix="main_job_int_")
-        run_dir = os.path.join(tmp, "run")
+    def _start_long_job(self, prefix):
+        """Starts the launcher on minutes of shared-prefix work (it is still
+        running when the test signals it); returns (process, run_dir)."""
+        run_dir = os.path.join(tempfile.mkdtemp(prefix=prefix), "run")
         proc = subprocess.Popen(
             [LAUNCHER, "--run_dir=" + run_dir, "--",
              "--workloads=shared-prefix", "--configs=cache_aware",
-             # Minutes of work: the run is still going when Ctrl-C comes.
              "--sp_groups=64", "--sp_prompts_per_group=16",
              "--sp_output_tokens=256"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        return proc, run_dir
+
+    def _assert_nothing_left(self, run_dir, out, wait_s=0.0):
+        """Nothing the job started is left: every child's command line names
+        the run directory (redis --dir, runner --report_file, logs aside).
+        Polls up to wait_s for kills that land asynchronously."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = []
+            for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+                try:
+                    with open(cmdline, "rb") as f:
+                        args = f.read().decode(errors="replace")
+                except OSError:
+                    continue
+                if run_dir in args:
+                    left.append(args.replace("\0", " "))
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(left, [], out)
+
+    def test_ctrl_c_during_the_workload_stops_everything(self):
+        # The runner ignored the launcher's SIGTERM (InitProcess's recording
+        # handler), so Ctrl-C left the whole job running to its end.
+        proc, run_dir = self._start_long_job("main_job_int_")
         lines = []
         for line in proc.stdout:
             lines.append(line)
@@ -105,31 +129,12 @@ class MainJobTest(unittest.TestCase):
         out = "".join(lines) + out
         self.assertEqual(proc.returncode, 130, out)
         self.assertIn("all processes stopped", out)
-        # Nothing the job started is left: every child's command line names
-        # the run directory (redis --dir, runner --report_file, logs aside).
-        left = []
-        for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-            try:
-                with open(cmdline, "rb") as f:
-                    args = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if run_dir in args:
-                left.append(args.replace("\0", " "))
-        self.assertEqual(left, [], out)
+        self._assert_nothing_left(run_dir, out)
 
     def test_second_ctrl_c_kills_everything_at_once(self):
         # A second Ctrl-C while the launcher stops the cluster used to be
         # ignored; it now exits at once and the children die with it.
-        tmp = tempfile.mkdtemp(prefix="main_job_int2_")
-        run_dir = os.path.join(tmp, "run")
-        proc = subprocess.Popen(
-            [LAUNCHER, "--run_dir=" + run_dir, "--",
-             "--workloads=shared-prefix", "--configs=cache_aware",
-             "--sp_groups=64", "--sp_prompts_per_group=16",
-             "--sp_output_tokens=256"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        proc, run_dir = self._start_long_job("main_job_int2_")
         lines = []
         for line in proc.stdout:
             lines.append(line)
@@ -143,22 +148,8 @@ class MainJobTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 130, out)
         self.assertIn("signal 2 again: killing everything now", out)
         self.assertNotIn("all processes stopped", out)
-        left = []
-        for _ in range(100):  # PR_SET_PDEATHSIG's SIGKILLs are asynchronous
-            left = []
-            for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-                try:
-                    with open(cmdline, "rb") as f:
-                        args = f.read().decode(errors="replace")
-                except OSError:
-                    continue
-                if run_dir in args:
-                    left.append(args.replace("\0", " "))
-            if not left:
-                break
-            time.sleep(0.1)
-        self.assertEqual(left, [], out)
-
+        # PR_SET_PDEATHSIG's SIGKILLs land asynchronously.
+        self._assert_nothing_left(run_dir, out, wait_s=10)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
