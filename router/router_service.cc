@@ -531,6 +531,9 @@ grpc::Status RouterService::Generate(
   std::vector<std::string> errors;
   bool all_resource_exhausted = true;
   bool routed_once = false;
+  // Why the previous attempt failed; counted as a retry when the next one is
+  // dispatched (the last failed attempt is no failover).
+  std::string retry_reason;
   // The client's deadline (also that of every worker attempt) has passed:
   // an attempt that failed then did not fail through the worker's fault.
   auto deadline_passed = [&] {
@@ -648,6 +651,10 @@ grpc::Status RouterService::Generate(
     load_.Dispatch(target.worker_id, prefill, decode_tokens);
     policy->OnDispatched(target.worker_id, target.epoch, tokens);
     metrics_->CountDispatch(target.worker_id);
+    if (!retry_reason.empty()) {
+      metrics_->CountRetry(retry_reason);
+      retry_reason.clear();
+    }
     spdlog::debug("request {} -> {} ({}, {}, predicted hit {}/{})", request_id,
                   target.worker_id, policy_name, decision,
                   chosen->predicted_hit_tokens, tokens.size());
@@ -753,7 +760,7 @@ grpc::Status RouterService::Generate(
     }
     failed.insert(target.worker_id);
     errors.push_back(what);
-    metrics_->CountRetry(absl::AsciiStrToLower(CodeName(st.error_code())));
+    retry_reason = absl::AsciiStrToLower(CodeName(st.error_code()));
     spdlog::info("request {}: attempt {} failed before the first token: {}",
                  request_id, attempt + 1, what);
   }

@@ -975,3 +975,37 @@ TEST_F(RouterServiceTest, ClientDeadlineIsNotAWorkerFailure) {
 
 }  // namespace
 }  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+// radixkv_router_retries_total ("failovers before the first token") also
+// counted the last failed attempt, which no retry followed: 3 for 2
+// retries, and 1 for a request tried once.
+TEST_F(RouterServiceTest, RetriesCountOnlyAttemptsThatFollowed) {
+  a_->set_mode(FakeWorker::Mode::kFailBeforeFirst);
+  b_->set_mode(FakeWorker::Mode::kFailBeforeFirst);
+  RouterOptions options;
+  options.max_attempts = 3;
+  StartRouter(options);
+  StreamResult r = Run(Tokens({1, 2, 3}));
+  ASSERT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  ASSERT_EQ(a_->requests().size() + b_->requests().size(), 3u);
+  std::string text = MetricsText();
+  EXPECT_NE(text.find("radixkv_router_retries_total{reason=\"unavailable\"} 2"),
+            std::string::npos)
+      << text;
+  // One worker that cannot fit the prompt: one attempt, no retry.
+  a_->set_mode(FakeWorker::Mode::kRejectNoFit);
+  cache_.Set({{"worker-a", a_->address()}});
+  r = Run(Tokens({1, 2, 3}));
+  ASSERT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  text = MetricsText();
+  EXPECT_EQ(
+      text.find("radixkv_router_retries_total{reason=\"resource_exhausted\"}"),
+      std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace radixkv::router
