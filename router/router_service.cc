@@ -749,7 +749,13 @@ grpc::Status RouterService::Generate(
                            "; not retried because output was "
                            "already sent")));
     }
-    if (IsRequestError(st.error_code())) {
+    // ALREADY_EXISTS from a worker this request already tried is its own
+    // earlier attempt, still registered there (its stream failed on the
+    // router's side first): retry rather than report a duplicate id.
+    const bool own_earlier_attempt =
+        st.error_code() == grpc::StatusCode::ALREADY_EXISTS &&
+        failed.contains(target.worker_id);
+    if (IsRequestError(st.error_code()) && !own_earlier_attempt) {
       return finish(absl::AsciiStrToLower(CodeName(st.error_code())), st);
     }
     if (st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {

@@ -46,7 +46,8 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
     kBlock,
     kRejectInvalid,
     kRejectNoFit,
-    kStall  // no output until cancelled (or the fake is destroyed)
+    kStall,         // no output until cancelled (or the fake is destroyed)
+    kAlreadyExists  // the request id is still in flight here
   };
   explicit FakeWorker(std::string id) : id_(std::move(id)) {
     server_ = StartServer(this, &port_);
@@ -58,11 +59,20 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
 
   grpc::Status Generate(grpc::ServerContext* ctx, const GenerateRequest* req,
                         grpc::ServerWriter<GenerateResponse>* writer) override {
+    Mode mode = mode_.load();
     {
       absl::MutexLock l(&mu_);
       requests_.push_back(*req);
+      if (!script_.empty()) {
+        mode = script_.front();
+        script_.erase(script_.begin());
+      }
     }
-    Mode mode = mode_.load();
+    if (mode == Mode::kAlreadyExists) {
+      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                          absl::StrCat("request_id '", req->request_id(),
+                                       "' is already in flight"));
+    }
     if (mode == Mode::kFailBeforeFirst) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake worker down");
     }
@@ -117,6 +127,11 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   const std::string& id() const { return id_; }
   void set_mode(Mode m) { mode_ = m; }
+  // The modes of the next calls, in order (then set_mode's).
+  void set_script(std::vector<Mode> modes) {
+    absl::MutexLock l(&mu_);
+    script_ = std::move(modes);
+  }
   std::vector<GenerateRequest> requests() {
     absl::MutexLock l(&mu_);
     return requests_;
@@ -136,6 +151,7 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
   absl::Mutex mu_;
   std::vector<GenerateRequest> requests_;
   std::vector<std::string> aborts_;
+  std::vector<Mode> script_;
   std::atomic<int> cancelled_{0};
 };
 
@@ -1005,6 +1021,39 @@ TEST_F(RouterServiceTest, RetriesCountOnlyAttemptsThatFollowed) {
       text.find("radixkv_router_retries_total{reason=\"resource_exhausted\"}"),
       std::string::npos)
       << text;
+}
+
+}  // namespace
+}  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+// A retry on a worker this request already tried (the only live one) can
+// find the earlier attempt still registered there under the same
+// request_id: its stream failed on the router's side (a closed connection)
+// and the worker has not yet noticed. That ALREADY_EXISTS was returned to
+// the client as if its request id were a duplicate; it is now one more
+// failed attempt.
+TEST_F(RouterServiceTest, OwnEarlierAttemptStillOnTheWorkerIsRetried) {
+  cache_.Set({{"worker-a", a_->address()}});
+  a_->set_script(
+      {FakeWorker::Mode::kFailBeforeFirst, FakeWorker::Mode::kAlreadyExists});
+  RouterOptions options;
+  options.max_attempts = 3;
+  StartRouter(options);
+  StreamResult r = Run(Tokens({1, 2, 3}, "same-id"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, std::vector<int32_t>({100, 101, 102}));
+  ASSERT_EQ(a_->requests().size(), 3u);
+  for (const GenerateRequest& req : a_->requests()) {
+    EXPECT_EQ(req.request_id(), "same-id");
+  }
+  // A worker the request had not tried: a genuine duplicate, not retried.
+  a_->set_script({FakeWorker::Mode::kAlreadyExists});
+  r = Run(Tokens({1, 2, 3}, "dup-id"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(a_->requests().size(), 4u);
 }
 
 }  // namespace
