@@ -397,6 +397,9 @@ grpc::Status RouterService::Generate(
     const std::string name(it->second.data(), it->second.size());
     metrics_->CountRequest(std::string(default_policy_->name()), "none",
                            "invalid_argument");
+    metrics_->ObserveRequestDuration(
+        std::string(default_policy_->name()), "invalid_argument",
+        absl::ToDoubleSeconds(absl::Now() - arrival));
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("unknown placement policy ",

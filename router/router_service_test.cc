@@ -1058,3 +1058,34 @@ TEST_F(RouterServiceTest, OwnEarlierAttemptStillOnTheWorkerIsRetried) {
 
 }  // namespace
 }  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+// Every request is counted once in requests_total and observed once in
+// request_duration_seconds with the same outcome; an unknown policy
+// override was counted but not observed.
+TEST_F(RouterServiceTest, EveryOutcomeIsCountedAndTimedOnce) {
+  StartRouter();
+  EXPECT_EQ(Run(Tokens({1, 2, 3}), "no-such-policy").status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Run(Tokens({}), "").status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
+  const std::string text = MetricsText();
+  EXPECT_NE(text.find("radixkv_router_requests_total{decision=\"none\","
+                      "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{"
+                      "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{"
+                      "outcome=\"ok\",policy=\"cache_aware\"} 1"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace radixkv::router
