@@ -14,8 +14,10 @@
 //      returned at once with its one message; after output was streamed the
 //      client gets UNAVAILABLE naming the worker and the tokens already
 //      sent.
-// Abort(request_id) and client disconnects cancel the worker stream and call
-// Worker.Abort. Workers absent from the latest Match (removed, timed out) are
+// Abort(request_id) cancels the worker stream and calls Worker.Abort; a
+// client disconnect (seen by a watcher within 20 ms) cancels the worker
+// stream, which the worker notices and aborts the request, queued or
+// running. Workers absent from the latest Match (removed, timed out) are
 // never chosen; a restarted worker is a new epoch and starts with no
 // residency.
 #ifndef RADIXKV_ROUTER_ROUTER_SERVICE_H_
