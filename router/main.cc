@@ -29,8 +29,9 @@ ABSL_FLAG(std::string, policy, "cache_aware",
           "approx_tree.");
 ABSL_FLAG(double, prefill_weight, 1.0,
           "cache_aware/approx_tree: score weight per uncached prompt token.");
-ABSL_FLAG(double, load_weight, 1.0,
-          "cache_aware/approx_tree: score weight per outstanding token.");
+ABSL_FLAG(double, load_weight, 0.25,
+          "cache_aware/approx_tree: score weight per outstanding token "
+          "(per uncached prompt token: --prefill_weight).");
 ABSL_FLAG(int64_t, balance_abs_tokens, 1024,
           "Load-imbalance guard: minimum load difference (tokens) between "
           "the best-scored and the least loaded worker before the guard "

@@ -149,7 +149,12 @@ struct PlacementInput {
 // holding the prefix.
 struct CacheAwareOptions {
   double prefill_weight = 1.0;
-  double load_weight = 1.0;
+  // 0.25: a prefix hit of H tokens keeps its worker until that worker's
+  // outstanding load exceeds another's by 4H tokens (in practice the
+  // imbalance guard decides first). With 1.0, load differences of a few
+  // requests scattered shared prefixes onto both workers and duplicated
+  // them in memory (docs/perf.md, "load_weight").
+  double load_weight = 0.25;
   int64_t balance_abs_tokens = 1024;
   double balance_rel_ratio = 2.0;
   int32_t miss_affinity_tokens = 32;

@@ -57,7 +57,7 @@ TEST(PlacementPolicyTest, CacheAwarePrefersTheWorkerHoldingThePrefix) {
   EXPECT_EQ(d->index, 1);
   EXPECT_EQ(d->kind, PlacementDecisionKind::kPrefixHit);
   EXPECT_EQ(d->predicted_hit_tokens, 80);
-  EXPECT_DOUBLE_EQ(d->score, 20.0 + 30.0);
+  EXPECT_DOUBLE_EQ(d->score, 20.0 + 0.25 * 30.0);  // load_weight 0.25
 }
 
 TEST(PlacementPolicyTest, CacheAwareTradesPrefixForLoad) {
@@ -65,8 +65,9 @@ TEST(PlacementPolicyTest, CacheAwareTradesPrefixForLoad) {
   std::vector<int32_t> tokens = Prompt(100);
   PlacementInput in;
   in.tokens = tokens;
-  // b saves 80 prefill tokens but carries 90 more tokens of load.
-  in.candidates = {Worker("a", 0, 10), Worker("b", 80, 100)};
+  // b saves 80 prefill tokens but carries 390 more tokens of load, 97.5
+  // at the default load_weight 0.25 (below the imbalance guard's 1024).
+  in.candidates = {Worker("a", 0, 10), Worker("b", 80, 400)};
   auto d = policy->Choose(in);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->index, 0);
@@ -165,7 +166,7 @@ WorkerCandidate WithMemory(WorkerCandidate c, int64_t capacity, int64_t free,
 }
 
 TEST(PlacementPolicyTest, MemoryAwareMissAvoidsAPoolFullOfHotData) {
-  const CacheAwareOptions options;  // memory_weight 1, load_weight 1
+  const CacheAwareOptions options;  // memory_weight 1, load_weight 0.25
   std::vector<int32_t> tokens = Prompt(417);
   PlacementInput in;
   in.tokens = tokens;
@@ -180,7 +181,7 @@ TEST(PlacementPolicyTest, MemoryAwareMissAvoidsAPoolFullOfHotData) {
     EXPECT_EQ(d.index, 1) << rotation;
     EXPECT_TRUE(d.memory_placed);
     EXPECT_EQ(d.kind, PlacementDecisionKind::kNoPrefix);
-    EXPECT_DOUBLE_EQ(d.score, 417.0 + 100.0);
+    EXPECT_DOUBLE_EQ(d.score, 417.0 + 0.25 * 100.0);
     // Mirrored: the hot one is b.
     EXPECT_EQ(
         ChooseByPrefixAndLoad(in, hits, options, rotation, {0, 2900}).index, 0);
