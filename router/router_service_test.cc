@@ -25,6 +25,11 @@
 namespace radixkv::router {
 namespace {
 
+// Expects the Prometheus text exposition `text` to contain `line`.
+void ExpectMetricLine(const std::string& text, const std::string& line) {
+  EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+}
+
 using radixkv::v1::GenerateRequest;
 using radixkv::v1::GenerateResponse;
 
@@ -353,31 +358,24 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
   EXPECT_EQ(b_->requests()[0].token_ids().ids_size(), 100);
   EXPECT_EQ(cache_.last_model(), "demo");  // discovered through Stats
   const std::string text = MetricsText();
-  EXPECT_NE(text.find("radixkv_router_requests_total{decision=\"prefix_hit\","
-                      "outcome=\"ok\",policy=\"cache_aware\"} 1"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("radixkv_router_predicted_hit_tokens_total{policy="
-                      "\"cache_aware\"} 90"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(
-      text.find("radixkv_router_dispatch_total{worker_id=\"worker-b\"} 1"),
-      std::string::npos)
-      << text;
-  EXPECT_NE(text.find("radixkv_router_routing_latency_seconds_count{policy="
-                      "\"cache_aware\"} 1"),
-            std::string::npos)
-      << text;
+  ExpectMetricLine(text,
+                   "radixkv_router_requests_total{decision=\"prefix_hit\","
+                   "outcome=\"ok\",policy=\"cache_aware\"} 1");
+  ExpectMetricLine(text,
+                   "radixkv_router_predicted_hit_tokens_total{policy="
+                   "\"cache_aware\"} 90");
+  ExpectMetricLine(text,
+                   "radixkv_router_dispatch_total{worker_id=\"worker-b\"} 1");
+  ExpectMetricLine(text,
+                   "radixkv_router_routing_latency_seconds_count{policy="
+                   "\"cache_aware\"} 1");
   // Three streamed tokens: one end-to-end and exactly one TTFT sample.
-  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{outcome="
-                      "\"ok\",policy=\"cache_aware\"} 1\n"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("radixkv_router_time_to_first_token_seconds_count{"
-                      "policy=\"cache_aware\"} 1\n"),
-            std::string::npos)
-      << text;
+  ExpectMetricLine(text,
+                   "radixkv_router_request_duration_seconds_count{outcome="
+                   "\"ok\",policy=\"cache_aware\"} 1\n");
+  ExpectMetricLine(text,
+                   "radixkv_router_time_to_first_token_seconds_count{"
+                   "policy=\"cache_aware\"} 1\n");
 }
 
 // The router discovers the served model in the background from start-up, so
@@ -421,10 +419,9 @@ TEST_F(RouterServiceTest, EmptyPromptIsInvalid) {
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
   const std::string text = MetricsText();
-  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{outcome="
-                      "\"invalid_argument\""),
-            std::string::npos)
-      << text;
+  ExpectMetricLine(text,
+                   "radixkv_router_request_duration_seconds_count{outcome="
+                   "\"invalid_argument\"");
   EXPECT_EQ(text.find("radixkv_router_time_to_first_token_seconds_count"),
             std::string::npos)
       << text;
@@ -1008,9 +1005,8 @@ TEST_F(RouterServiceTest, RetriesCountOnlyAttemptsThatFollowed) {
   ASSERT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   ASSERT_EQ(a_->requests().size() + b_->requests().size(), 3u);
   std::string text = MetricsText();
-  EXPECT_NE(text.find("radixkv_router_retries_total{reason=\"unavailable\"} 2"),
-            std::string::npos)
-      << text;
+  ExpectMetricLine(text,
+                   "radixkv_router_retries_total{reason=\"unavailable\"} 2");
   // One worker that cannot fit the prompt: one attempt, no retry.
   a_->set_mode(FakeWorker::Mode::kRejectNoFit);
   cache_.Set({{"worker-a", a_->address()}});
@@ -1073,18 +1069,15 @@ TEST_F(RouterServiceTest, EveryOutcomeIsCountedAndTimedOnce) {
             grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
   const std::string text = MetricsText();
-  EXPECT_NE(text.find("radixkv_router_requests_total{decision=\"none\","
-                      "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{"
-                      "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("radixkv_router_request_duration_seconds_count{"
-                      "outcome=\"ok\",policy=\"cache_aware\"} 1"),
-            std::string::npos)
-      << text;
+  ExpectMetricLine(text,
+                   "radixkv_router_requests_total{decision=\"none\","
+                   "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
+  ExpectMetricLine(text,
+                   "radixkv_router_request_duration_seconds_count{"
+                   "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
+  ExpectMetricLine(text,
+                   "radixkv_router_request_duration_seconds_count{"
+                   "outcome=\"ok\",policy=\"cache_aware\"} 1");
 }
 
 }  // namespace
