@@ -314,6 +314,26 @@ class RouterServiceTest : public ::testing::Test {
     return r;
   }
 
+  // With worker-a as the only worker, holding every stream open after its
+  // first token: starts the router and a Generate of `ids` as request `id`
+  // on `ctx`, and returns its reader once that first chunk has arrived
+  // (nullptr, with a test failure, if it does not).
+  std::unique_ptr<grpc::ClientReader<GenerateResponse>> OpenHeldStream(
+      grpc::ClientContext* ctx, std::vector<int32_t> ids,
+      const std::string& id) {
+    cache_.Set({{"worker-a", a_->address(), 1, 0}});
+    a_->set_mode(FakeWorker::Mode::kBlock);
+    StartRouter();
+    auto reader = stub_->Generate(ctx, Tokens(std::move(ids), id));
+    GenerateResponse chunk;
+    if (!reader->Read(&chunk)) {
+      ADD_FAILURE() << "no first chunk for " << id;
+      return nullptr;
+    }
+    EXPECT_EQ(chunk.token_ids_size(), 1);
+    return reader;
+  }
+
   StreamResult Run(const GenerateRequest& req, const std::string& policy = "") {
     grpc::ClientContext ctx;
     if (!policy.empty()) ctx.AddMetadata(kPolicyOverrideMetadataKey, policy);
@@ -519,15 +539,11 @@ TEST_F(RouterServiceTest, UnknownPolicyOverrideIsInvalid) {
 // worker's failure, or with gRPC's bare "Cancelling all calls"; now with a
 // clear UNAVAILABLE, and the worker is not marked failed.
 TEST_F(RouterServiceTest, ShutdownEndsStreamsWithAClearStatus) {
-  cache_.Set({{"worker-a", a_->address(), 1, 0}});
-  a_->set_mode(FakeWorker::Mode::kBlock);
-  StartRouter();
   grpc::ClientContext ctx;
-  auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "cut-by-shutdown"));
-  GenerateResponse chunk;
-  ASSERT_TRUE(reader->Read(&chunk));
-  ASSERT_EQ(chunk.token_ids_size(), 1);
+  auto reader = OpenHeldStream(&ctx, {1, 2}, "cut-by-shutdown");
+  ASSERT_NE(reader, nullptr);
   service_->Shutdown();
+  GenerateResponse chunk;
   while (reader->Read(&chunk)) {
   }
   grpc::Status st = reader->Finish();
@@ -575,13 +591,9 @@ TEST_F(RouterServiceTest, LoadIsCountedAtDispatch) {
 }
 
 TEST_F(RouterServiceTest, AbortCancelsTheWorkerStream) {
-  cache_.Set({{"worker-a", a_->address(), 1, 0}});
-  a_->set_mode(FakeWorker::Mode::kBlock);
-  StartRouter();
   grpc::ClientContext ctx;
-  auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "to-abort"));
-  GenerateResponse chunk;
-  ASSERT_TRUE(reader->Read(&chunk));
+  auto reader = OpenHeldStream(&ctx, {1, 2}, "to-abort");
+  ASSERT_NE(reader, nullptr);
   radixkv::v1::AbortRequest abort;
   abort.set_request_id("to-abort");
   radixkv::v1::AbortResponse resp;
@@ -590,6 +602,7 @@ TEST_F(RouterServiceTest, AbortCancelsTheWorkerStream) {
     ASSERT_TRUE(stub_->Abort(&actx, abort, &resp).ok());
   }
   EXPECT_TRUE(resp.aborted());
+  GenerateResponse chunk;
   while (reader->Read(&chunk)) {
   }
   grpc::Status st = reader->Finish();
@@ -745,13 +758,9 @@ TEST_F(RouterServiceTest, NoLiveWorkerForTheModelIsNotRetried) {
 }
 
 TEST_F(RouterServiceTest, ConcurrentAbortsReportOneSuccess) {
-  cache_.Set({{"worker-a", a_->address(), 1, 0}});
-  a_->set_mode(FakeWorker::Mode::kBlock);
-  StartRouter();
   grpc::ClientContext ctx;
-  auto reader = stub_->Generate(&ctx, Tokens({1, 2}, "abort-me"));
-  GenerateResponse chunk;
-  ASSERT_TRUE(reader->Read(&chunk));
+  auto reader = OpenHeldStream(&ctx, {1, 2}, "abort-me");
+  ASSERT_NE(reader, nullptr);
   std::atomic<int> aborted{0}, ok{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 5; ++i) {
@@ -767,6 +776,7 @@ TEST_F(RouterServiceTest, ConcurrentAbortsReportOneSuccess) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(aborted.load(), 1);
+  GenerateResponse chunk;
   while (reader->Read(&chunk)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
