@@ -190,7 +190,9 @@ TEST(RouterFaultTest, WorkerKilledMidStream) {
   const radixkv::v1::StatsResponse restarted =
       CacheStats(cluster.cache_service_address());
   for (const auto& w : restarted.workers()) {
-    if (w.worker_id() == victim) EXPECT_GT(w.epoch(), victim_epoch);
+    if (w.worker_id() == victim) {
+      EXPECT_GT(w.epoch(), victim_epoch);
+    }
   }
   std::set<std::string> used;
   for (int i = 0; i < 8; ++i) {
