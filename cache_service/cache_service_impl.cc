@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "proto/generate_request_checks.h"
 #include "spdlog/spdlog.h"
 
 namespace radixkv::cache_service {
@@ -615,7 +616,6 @@ namespace {
 // bounded so that no request can make them grow without limit.
 constexpr size_t kMaxAddressBytes = 256;
 constexpr size_t kMaxModelBytes = 256;
-constexpr size_t kMaxRequestIdBytes = 128;
 
 absl::Status CheckLength(const char* field, const std::string& value,
                          size_t max_bytes) {
@@ -640,7 +640,8 @@ absl::Status CacheServiceImpl::ValidateAcquire(
     const pb::AcquireRequest& request) const {
   absl::Status status = ValidateTokens(request.tokens());
   if (!status.ok()) return status;
-  return CheckLength("request_id", request.request_id(), kMaxRequestIdBytes);
+  return CheckLength("request_id", request.request_id(),
+                     radixkv::v1::kMaxRequestIdBytes);
 }
 
 absl::Status CacheServiceImpl::ValidateCommit(

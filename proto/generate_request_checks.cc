@@ -18,11 +18,17 @@ bool IsValidRequestId(std::string_view id) {
   return true;
 }
 
+absl::Status CheckRequestId(std::string_view id) {
+  if (IsValidRequestId(id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+}
+
 absl::Status CheckModelIndependentFields(const GenerateRequest& request) {
-  if (!request.request_id().empty() &&
-      !IsValidRequestId(request.request_id())) {
-    return absl::InvalidArgumentError(
-        "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+  if (!request.request_id().empty()) {
+    if (absl::Status s = CheckRequestId(request.request_id()); !s.ok()) {
+      return s;
+    }
   }
   if (request.priority() < -kMaxPriority || request.priority() > kMaxPriority) {
     return absl::InvalidArgumentError(absl::StrCat(

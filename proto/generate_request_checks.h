@@ -32,6 +32,10 @@ inline constexpr size_t kMaxStopStringBytes = 256;
 // before this check.
 bool IsValidRequestId(std::string_view id);
 
+// OK when IsValidRequestId(id), else INVALID_ARGUMENT stating the syntax
+// (without echoing the id, which may be megabytes long).
+absl::Status CheckRequestId(std::string_view id);
+
 // INVALID_ARGUMENT, naming the field and the value, when `request` breaks a
 // model-independent rule: request_id (when set) syntax; priority in
 // [-1000, 1000]; cache_salt <= 256 bytes; a prompt (text or token_ids) that

@@ -29,6 +29,11 @@ TEST(GenerateRequestChecksTest, RequestIdSyntax) {
   EXPECT_FALSE(IsValidRequestId("a b"));
   EXPECT_FALSE(IsValidRequestId("line\n"));
   EXPECT_FALSE(IsValidRequestId("\xc3\xbc"));  // u-umlaut in UTF-8
+  EXPECT_TRUE(CheckRequestId("a").ok());
+  const absl::Status bad = CheckRequestId(std::string(100000, 'x'));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(),
+            "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
 }
 
 TEST(GenerateRequestChecksTest, AcceptsValidRequestsAtTheBounds) {

@@ -391,25 +391,9 @@ grpc::Status RouterService::Generate(
     grpc::ServerWriter<GenerateResponse>* writer) {
   const absl::Time arrival = absl::Now();
   PlacementPolicy* policy = PolicyFor(context);
-  if (policy == nullptr) {
-    const auto& md = context->client_metadata();
-    const auto it = md.find(kPolicyOverrideMetadataKey);
-    const std::string name(it->second.data(), it->second.size());
-    metrics_->CountRequest(std::string(default_policy_->name()), "none",
-                           "invalid_argument");
-    metrics_->ObserveRequestDuration(
-        std::string(default_policy_->name()), "invalid_argument",
-        absl::ToDoubleSeconds(absl::Now() - arrival));
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("unknown placement policy ",
-                     name.size() <= 64
-                         ? absl::StrCat("'", name, "'")
-                         : absl::StrCat("of ", name.size(), " bytes"),
-                     " in metadata ", kPolicyOverrideMetadataKey, " (one of ",
-                     absl::StrJoin(PlacementPolicyNames(), ", "), ")"));
-  }
-  const std::string policy_name(policy->name());
+  // An unknown policy override is counted under the default policy.
+  const std::string policy_name(
+      (policy != nullptr ? policy : default_policy_)->name());
   std::string decision = "none";
   bool first_token_seen = false;
   auto finish = [&](const std::string& outcome, grpc::Status st) {
@@ -418,6 +402,21 @@ grpc::Status RouterService::Generate(
         policy_name, outcome, absl::ToDoubleSeconds(absl::Now() - arrival));
     return st;
   };
+  if (policy == nullptr) {
+    const auto& md = context->client_metadata();
+    const auto it = md.find(kPolicyOverrideMetadataKey);
+    const std::string name(it->second.data(), it->second.size());
+    return finish(
+        "invalid_argument",
+        grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat(
+                "unknown placement policy ",
+                name.size() <= 64 ? absl::StrCat("'", name, "'")
+                                  : absl::StrCat("of ", name.size(), " bytes"),
+                " in metadata ", kPolicyOverrideMetadataKey, " (one of ",
+                absl::StrJoin(PlacementPolicyNames(), ", "), ")")));
+  }
 
   const bool has_text = request->prompt_case() == GenerateRequest::kText;
   if (has_text && options_.max_prompt_text_bytes > 0 &&
@@ -804,10 +803,9 @@ grpc::Status RouterService::Generate(
 grpc::Status RouterService::Abort(grpc::ServerContext* context,
                                   const radixkv::v1::AbortRequest* request,
                                   radixkv::v1::AbortResponse* response) {
-  if (!radixkv::v1::IsValidRequestId(request->request_id())) {
-    // Never in flight; not echoed (it may be megabytes long).
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "request_id must be 1..128 bytes of [A-Za-z0-9._:-]");
+  if (absl::Status valid = radixkv::v1::CheckRequestId(request->request_id());
+      !valid.ok()) {
+    return ToGrpc(valid);  // never in flight; the id is not echoed
   }
   std::shared_ptr<InFlight> flight;
   {
