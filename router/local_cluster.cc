@@ -363,40 +363,44 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
 
 LocalCluster::~LocalCluster() { Stop(); }
 
+std::vector<ChildProcess*> LocalCluster::Children() {
+  // Stop order: the router first (no new requests), then the workers (they
+  // release their leases), then the cache service and its Redis.
+  std::vector<ChildProcess*> out;
+  if (router_) out.push_back(router_.get());
+  for (auto& w : workers_) {
+    if (w) out.push_back(w.get());
+  }
+  if (cache_service_) out.push_back(cache_service_.get());
+  if (redis_) out.push_back(redis_.get());
+  return out;
+}
+
+std::string LocalCluster::ReportExit(ChildProcess* p, int wait_status) {
+  reported_exits_.push_back(p->pid());
+  return absl::StrCat(p->name(), " (pid ", p->pid(), ") ",
+                      DescribeWaitStatus(wait_status));
+}
+
 std::vector<std::string> LocalCluster::Stop() {
   const absl::Duration grace = absl::Seconds(10);
-  std::vector<ChildProcess*> order;
-  if (router_) order.push_back(router_.get());
-  for (auto& w : workers_) {
-    if (w) order.push_back(w.get());
-  }
-  if (cache_service_) order.push_back(cache_service_.get());
-  if (redis_) order.push_back(redis_.get());
   std::vector<std::string> lines;
-  for (ChildProcess* p : order) {
+  for (ChildProcess* p : Children()) {
     const int status = p->Stop(grace);
     if (absl::c_linear_search(reported_exits_, p->pid())) continue;
-    reported_exits_.push_back(p->pid());
-    lines.push_back(absl::StrCat(p->name(), " (pid ", p->pid(), ") ",
-                                 DescribeWaitStatus(status)));
+    lines.push_back(ReportExit(p, status));
   }
   return lines;
 }
 
 std::vector<std::string> LocalCluster::TakeExitedProcesses() {
-  std::vector<ChildProcess*> all = {router_.get(), cache_service_.get(),
-                                    redis_.get()};
-  for (auto& w : workers_) all.push_back(w.get());
   std::vector<std::string> lines;
-  for (ChildProcess* p : all) {
-    if (p == nullptr || p->Running() ||
-        absl::c_linear_search(reported_exits_, p->pid())) {
+  for (ChildProcess* p : Children()) {
+    if (p->Running() || absl::c_linear_search(reported_exits_, p->pid())) {
       continue;
     }
-    reported_exits_.push_back(p->pid());
     auto status = p->Wait(absl::ZeroDuration());
-    lines.push_back(absl::StrCat(p->name(), " (pid ", p->pid(), ") ",
-                                 DescribeWaitStatus(status.ok() ? *status : -1),
+    lines.push_back(absl::StrCat(ReportExit(p, status.ok() ? *status : -1),
                                  "; log ", p->log_path()));
   }
   return lines;

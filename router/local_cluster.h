@@ -229,6 +229,11 @@ class LocalCluster {
   std::unique_ptr<ChildProcess> redis_, cache_service_, router_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
   int cache_service_starts_ = 0;
+  // The started children in stop order (router, workers, cache service,
+  // redis-server).
+  std::vector<ChildProcess*> Children();
+  // Records `p` as reported and returns "name (pid P) <wait status>".
+  std::string ReportExit(ChildProcess* p, int wait_status);
   // pids already reported by TakeExitedProcesses() or Stop().
   std::vector<pid_t> reported_exits_;
 };
