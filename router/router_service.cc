@@ -122,7 +122,10 @@ absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
 RouterService::RouterService(const RouterOptions& options,
                              std::unique_ptr<PromptTokenizer> tokenizer,
                              RouterMetrics* metrics)
-    : options_(options), tokenizer_(std::move(tokenizer)), metrics_(metrics) {
+    : options_(options),
+      tokenizer_(std::move(tokenizer)),
+      metrics_(metrics),
+      failure_marks_(options.failed_worker_cooldown) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
@@ -213,17 +216,6 @@ std::shared_ptr<radixkv::v1::Worker::Stub> RouterService::WorkerStub(
         address, grpc::InsecureChannelCredentials(), args));
   }
   return stub;
-}
-
-void RouterService::MarkFailed(const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
-  failed_until_[worker_id] = absl::Now() + options_.failed_worker_cooldown;
-}
-
-bool RouterService::RecentlyFailed(const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = failed_until_.find(worker_id);
-  return it != failed_until_.end() && it->second > absl::Now();
 }
 
 void RouterService::RefreshDiscoveredModel() {
@@ -607,7 +599,8 @@ grpc::Status RouterService::Generate(
     input.max_new_tokens = decode_tokens;
     input.prefix_cache_disabled = request->disable_prefix_cache();
     for (const WorkerCandidate& c : *live) {
-      if (!failed.contains(c.worker_id) && !RecentlyFailed(c.worker_id)) {
+      if (!failed.contains(c.worker_id) &&
+          !failure_marks_.IsAvoided(c.worker_id, c.epoch, absl::Now())) {
         input.candidates.push_back(c);
       }
     }
@@ -738,7 +731,7 @@ grpc::Status RouterService::Generate(
                      CodeName(st.error_code()), ": ", st.error_message());
     if (forwarded) {
       if (st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
-        MarkFailed(target.worker_id);
+        failure_marks_.MarkFailed(target.worker_id, target.epoch, absl::Now());
       }
       spdlog::warn("request {}: {} after {} streamed tokens", request_id, what,
                    streamed_tokens);
@@ -762,7 +755,7 @@ grpc::Status RouterService::Generate(
     }
     if (st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
       all_resource_exhausted = false;
-      MarkFailed(target.worker_id);
+      failure_marks_.MarkFailed(target.worker_id, target.epoch, absl::Now());
     } else {
       rejected_for_memory.insert(target.worker_id);
     }

@@ -42,6 +42,7 @@
 #include "router/placement_policy.h"
 #include "router/prompt_tokenizer.h"
 #include "router/router_metrics.h"
+#include "router/worker_failure_marks.h"
 #include "router/worker_load_tracker.h"
 #include "worker/prompt_text_limit.h"
 
@@ -86,8 +87,9 @@ struct RouterOptions {
   // process::kMinClientKeepaliveTimeMs or slower.
   absl::Duration worker_keepalive = absl::Seconds(10);
   absl::Duration worker_keepalive_timeout = absl::Seconds(5);
-  // A worker that failed a request is avoided for this long (unless no
-  // other worker is live).
+  // A worker process that failed a request is avoided for this long (unless
+  // no other worker is live); the same worker registered again under a new
+  // epoch (restarted) is not.
   absl::Duration failed_worker_cooldown = absl::Seconds(2);
   // Model name used when a request leaves `model` empty; empty = the model
   // the registered workers serve (discovered through Stats).
@@ -181,8 +183,6 @@ class RouterService final : public radixkv::v1::Router::Service {
   PlacementPolicy* PolicyFor(grpc::ServerContext* context);
   std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(
       const std::string& address);
-  void MarkFailed(const std::string& worker_id);
-  bool RecentlyFailed(const std::string& worker_id);
   void WatchDisconnects();
 
   const RouterOptions options_;
@@ -192,14 +192,14 @@ class RouterService final : public radixkv::v1::Router::Service {
   PlacementPolicy* default_policy_ = nullptr;
   std::unique_ptr<radixkv::v1::CacheService::Stub> cache_service_;
   WorkerLoadTracker load_;
+  // Worker processes (id + epoch) that failed a request recently.
+  WorkerFailureMarks failure_marks_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<radixkv::v1::Worker::Stub>>
       worker_stubs_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, absl::Time> failed_until_
-      ABSL_GUARDED_BY(mu_);
   // Model -> its workers in the latest successful Match/Stats (matched 0).
   absl::flat_hash_map<std::string, std::vector<WorkerCandidate>>
       last_known_workers_ ABSL_GUARDED_BY(mu_);

@@ -493,6 +493,30 @@ TEST_F(RouterServiceTest, FailureAfterTokensIsUnavailableAndNotRetried) {
   EXPECT_EQ(b_->requests().size(), 0u);
 }
 
+// A worker that failed is avoided for the cooldown, but only as the process
+// that failed: registered again under a new epoch (restarted), it serves at
+// once (a restart faster than the cooldown used to leave it unused).
+TEST_F(RouterServiceTest, RestartedWorkerIsNotAvoidedForItsOldFailure) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
+  a_->set_script({FakeWorker::Mode::kFailBeforeFirst});
+  RouterOptions options;
+  options.failed_worker_cooldown = absl::Hours(1);
+  StartRouter(options);
+  ASSERT_TRUE(Run(Tokens(std::vector<int32_t>(60, 3))).status.ok());
+  ASSERT_EQ(a_->requests().size(), 1u);  // failed there, served by b
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(Run(Tokens({1, 2, 3}), "round_robin").status.ok());
+  }
+  EXPECT_EQ(a_->requests().size(), 1u) << "epoch 1 is within its cooldown";
+  cache_.Set(
+      {{"worker-a", a_->address(), 2, 0}, {"worker-b", b_->address(), 1, 0}});
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(Run(Tokens({1, 2, 3}), "round_robin").status.ok());
+  }
+  EXPECT_EQ(a_->requests().size(), 3u) << "epoch 2 is a new process";
+}
+
 TEST_F(RouterServiceTest, RemovedWorkerDisappearsFromPlacementAtOnce) {
   StartRouter();
   cache_.Set({{"worker-b", b_->address(), 1, 0}});
