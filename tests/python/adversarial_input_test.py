@@ -557,6 +557,32 @@ class AdversarialInputTest(unittest.TestCase):
             self.assertEqual(later, not_found)
         self.assert_accounting()
 
+    def deadline_mid_stream(self, stub, timeout_s=1.0):
+        """Streams a long generation whose deadline passes mid-stream by
+        construction, whatever the machine's speed: once the first chunk
+        arrives, the worker serving it is frozen (SIGSTOP) until the
+        deadline has passed, then resumed. Returns the stream's final code.
+        The freeze (at most timeout_s) stays well under the heartbeat
+        timeout."""
+        it = stub.Generate(request([1, 11, 12, 14], max_new_tokens=1000,
+                                   ignore_eos=True), timeout=timeout_s)
+        try:
+            first = next(it)
+        except grpc.RpcError as e:  # the deadline passed before any token
+            return e.code()
+        worker = self.workers[first.worker_id or "adv-w1"].proc
+        os.kill(worker.pid, signal.SIGSTOP)
+        try:
+            time.sleep(timeout_s)
+            try:
+                for _ in it:
+                    pass
+                return grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                return e.code()
+        finally:
+            os.kill(worker.pid, signal.SIGCONT)
+
     def test_client_cancel_and_deadline_mid_stream_leak_nothing(self):
         for stub in (self.rt, self.w1):
             for k in range(3):
@@ -565,9 +591,8 @@ class AdversarialInputTest(unittest.TestCase):
                                            ignore_eos=True), timeout=60)
                 next(it)
                 it.cancel()
-            code = stream(stub, request([1, 11, 12, 14], max_new_tokens=1000,
-                                        ignore_eos=True), timeout=0.3)[0]
-            self.assertEqual(code, grpc.StatusCode.DEADLINE_EXCEEDED)
+            self.assertEqual(self.deadline_mid_stream(stub),
+                             grpc.StatusCode.DEADLINE_EXCEEDED)
         self.assert_accounting()
         # The workers return to idle.
         deadline = time.time() + 10
