@@ -53,10 +53,13 @@ struct WorkerCandidate {
   // Exact longest cached prefix of the prompt on this worker, tokens (from
   // CacheService.Match). Only cache_aware reads it.
   int64_t matched_tokens = 0;
-  // Outstanding load, tokens: max(the worker's last heartbeat
-  // outstanding_tokens, this router's own dispatched-but-unfinished tokens
-  // counted at dispatch). See WorkerLoadTracker.
+  // Outstanding load, tokens: the worker's last heartbeat
+  // outstanding_tokens brought up to date with this router's own dispatches
+  // and completions since that heartbeat (WorkerLoadTracker::EstimateLoad).
   int64_t load_tokens = 0;
+  // Age of the heartbeat that load_tokens came from (as reported by the
+  // cache service); negative when unknown.
+  absl::Duration heartbeat_age = -absl::InfiniteDuration();
   // Requests this router has in flight on the worker.
   int64_t in_flight_requests = 0;
   // The worker's KV memory state at Match time (CacheService.Match

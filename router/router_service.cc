@@ -310,6 +310,7 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
         c.epoch = w.epoch();
         c.matched_tokens = w.matched_tokens();
         c.load_tokens = w.load().outstanding_tokens();
+        c.heartbeat_age = absl::Milliseconds(w.heartbeat_age_ms());
         c.capacity_slots = w.capacity_slots();
         c.free_slots = w.free_slots();
         c.evictable_slots = w.evictable_slots();
@@ -332,6 +333,7 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
         c.address = w.address();
         c.epoch = w.epoch();
         c.load_tokens = w.load().outstanding_tokens();
+        c.heartbeat_age = absl::Milliseconds(w.heartbeat_age_ms());
         out.push_back(std::move(c));
       }
     }
@@ -360,7 +362,10 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkers(
     } else {
       std::vector<WorkerCandidate>& known = last_known_workers_[model];
       known = out;
-      for (WorkerCandidate& c : known) c.matched_tokens = 0;
+      for (WorkerCandidate& c : known) {
+        c.matched_tokens = 0;
+        c.heartbeat_age = -absl::InfiniteDuration();  // unknown when used
+      }
     }
     return out;
   }
@@ -616,7 +621,8 @@ grpc::Status RouterService::Generate(
     if (input.candidates.empty()) break;  // Every live worker rejected it.
     for (WorkerCandidate& c : input.candidates) {
       WorkerLoadTracker::WorkerCounts counts = load_.Get(c.worker_id);
-      c.load_tokens = std::max(c.load_tokens, counts.outstanding_tokens);
+      c.load_tokens =
+          load_.EstimateLoad(c.worker_id, c.load_tokens, c.heartbeat_age);
       c.in_flight_requests = counts.in_flight_requests;
     }
     auto chosen = policy->Choose(input);
