@@ -15,6 +15,7 @@
 #include "worker/gpu/model_kernels.h"
 #include "worker/kernels/hip/gpu_attention.h"
 #include "worker/kernels/hip/hip_compat.h"
+#include "worker/model/checkpoint_tensors.h"
 #include "worker/model/forward_batch_validation.h"
 #include "worker/model/rope.h"
 #include "worker/model/safetensors_reader.h"
@@ -372,6 +373,7 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
       SafetensorsReader::Open(o.model_dir);
   if (!reader.ok()) return reader.status();
   const SafetensorsReader& r = **reader;
+  RETURN_IF_ERROR(CheckCheckpointTensors(c, r));
   const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t I = c.intermediate_size, V = c.vocab_size;

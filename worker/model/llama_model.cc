@@ -15,6 +15,7 @@
 #include "worker/kernels/cpu/decode_attention.h"
 #include "worker/kernels/cpu/extend_attention.h"
 #include "worker/kernels/cpu/reshape_and_cache.h"
+#include "worker/model/checkpoint_tensors.h"
 #include "worker/model/forward_batch_validation.h"
 #include "worker/model/rope.h"
 #include "worker/model/safetensors_reader.h"
@@ -147,6 +148,7 @@ absl::Status CpuModelExecutor::LoadWeights() {
   if (!reader.ok()) return reader.status();
   const SafetensorsReader& r = **reader;
   const ModelConfig& c = config_;
+  if (absl::Status s = CheckCheckpointTensors(c, r); !s.ok()) return s;
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = int64_t{c.num_attention_heads} * c.head_dim;
   const int64_t kv_dim = int64_t{c.num_key_value_heads} * c.head_dim;

@@ -55,6 +55,15 @@ absl::Status ReadBool(const Json& j, const char* key, bool* out) {
 // `rope_scaling` (which uses "type" in older checkpoints).
 absl::Status ParseRopeDict(const Json& d, RopeConfig* rope) {
   if (!d.is_object()) return Invalid("rope parameters are not an object");
+  for (const auto& [key, value] : d.items()) {
+    if (key != "rope_type" && key != "type" && key != "rope_theta" &&
+        key != "factor" && key != "low_freq_factor" &&
+        key != "high_freq_factor" &&
+        key != "original_max_position_embeddings") {
+      return Invalid(
+          absl::StrCat("rope parameter '", key, "' is not implemented"));
+    }
+  }
   std::string type = "default";
   if (auto it = d.find("rope_type"); it != d.end() && it->is_string()) {
     type = it->get<std::string>();
@@ -104,6 +113,197 @@ absl::Status ParseRopeDict(const Json& d, RopeConfig* rope) {
   return absl::OkStatus();
 }
 
+// The architectures the executors implement, by config.json `architectures`
+// entry and `model_type` (docs/architecture.md, "Model families"). Mistral
+// without a sliding window is the LLaMA computation (transformers'
+// MistralModel with sliding_window null).
+constexpr std::pair<const char*, const char*> kArchitectures[] = {
+    {"LlamaForCausalLM", "llama"},
+    {"Qwen2ForCausalLM", "qwen2"},
+    {"MistralForCausalLM", "mistral"},
+};
+
+// Keys the executors read, or that do not change the forward pass:
+// transformers' PretrainedConfig bookkeeping, token ids, training-only
+// settings (dropout, initializer_range, pretraining_tp: a sliced matmul
+// with the same result) and generation defaults (the request's sampling
+// parameters govern). Any other key is a feature we do not implement
+// (sliding windows, MoE, soft-capping, quantization, q/k norms, ...) and is
+// refused by name.
+constexpr const char* kKnownKeys[] = {
+    // read by ParseModelConfig
+    "architectures",
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "hidden_act",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "tie_word_embeddings",
+    "attention_bias",
+    "mlp_bias",
+    "bos_token_id",
+    "eos_token_id",
+    "dtype",
+    "torch_dtype",
+    // checked by CheckSlidingWindow
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "layer_types",
+    "use_mrope",
+    // no effect on the forward pass
+    "pad_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "transformers_version",
+    "_name_or_path",
+    "use_cache",
+    "initializer_range",
+    "attention_dropout",
+    "pretraining_tp",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "pruned_heads",
+    "is_decoder",
+    "is_encoder_decoder",
+    "add_cross_attention",
+    "tie_encoder_decoder",
+    "cross_attention_hidden_size",
+    "chunk_size_feed_forward",
+    "finetuning_task",
+    "id2label",
+    "label2id",
+    "tokenizer_class",
+    "prefix",
+    "task_specific_params",
+    "problem_type",
+    // generation defaults of older config.json files
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+};
+
+// INVALID_ARGUMENT naming the first key the executors do not implement.
+absl::Status CheckKnownKeys(const Json& j) {
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* k : kKnownKeys) known = known || key == k;
+    if (!known) {
+      return Invalid(
+          absl::StrCat("field '", key,
+                       "' is a feature radixkv's executors do not implement "
+                       "(docs/architecture.md lists the accepted fields)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The architecture must be one the executors implement; returns model_type.
+absl::StatusOr<std::string> CheckArchitecture(const Json& j) {
+  auto type = j.find("model_type");
+  if (type == j.end() || !type->is_string()) {
+    return Invalid("missing string field 'model_type'");
+  }
+  const std::string model_type = type->get<std::string>();
+  const char* expected_architecture = nullptr;
+  for (const auto& [architecture, t] : kArchitectures) {
+    if (model_type == t) expected_architecture = architecture;
+  }
+  if (expected_architecture == nullptr) {
+    return Invalid(absl::StrCat("model_type '", model_type,
+                                "' is not supported (supported: llama, "
+                                "qwen2, mistral)"));
+  }
+  if (auto a = j.find("architectures"); a != j.end() && !a->is_null()) {
+    if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string()) {
+      return Invalid("'architectures' must be a list of one name");
+    }
+    const std::string name = (*a)[0].get<std::string>();
+    if (name != expected_architecture) {
+      return Invalid(absl::StrCat(
+          "architecture '", name, "' is not supported for model_type '",
+          model_type, "' (supported: ", expected_architecture, ")"));
+    }
+  }
+  return model_type;
+}
+
+// Sliding-window attention is not implemented: refused unless the config
+// says every layer uses full attention. Qwen2 configs carry a
+// sliding_window size that applies only with use_sliding_window.
+absl::Status CheckSlidingWindow(const Json& j, const std::string& model_type) {
+  bool use_sliding_window = model_type != "qwen2";
+  if (absl::Status s = ReadBool(j, "use_sliding_window", &use_sliding_window);
+      !s.ok()) {
+    return s;
+  }
+  if (model_type != "qwen2" && j.contains("use_sliding_window")) {
+    return Invalid(absl::StrCat("field 'use_sliding_window' is not a ",
+                                model_type, " field"));
+  }
+  if (auto w = j.find("sliding_window"); w != j.end() && !w->is_null()) {
+    if (use_sliding_window) {
+      return Invalid(absl::StrCat("sliding-window attention (sliding_window ",
+                                  w->dump(), ") is not implemented"));
+    }
+  }
+  if (use_sliding_window && model_type == "qwen2") {
+    return Invalid(
+        "use_sliding_window is true: sliding-window attention is "
+        "not implemented");
+  }
+  if (auto t = j.find("layer_types"); t != j.end() && !t->is_null()) {
+    if (!t->is_array()) return Invalid("'layer_types' is not a list");
+    for (const Json& e : *t) {
+      if (!e.is_string() || e.get<std::string>() != "full_attention") {
+        return Invalid(absl::StrCat("layer type ", e.dump(),
+                                    " is not implemented (only "
+                                    "full_attention)"));
+      }
+    }
+  }
+  if (auto m = j.find("use_mrope");
+      m != j.end() && m->is_boolean() && m->get<bool>()) {
+    return Invalid("use_mrope (multimodal RoPE) is not implemented");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text) {
@@ -112,9 +312,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text) {
   if (j.is_discarded() || !j.is_object()) return Invalid("malformed JSON");
 
   ModelConfig c;
-  if (auto it = j.find("model_type"); it != j.end() && it->is_string()) {
-    c.model_type = it->get<std::string>();
-  }
+  absl::StatusOr<std::string> model_type = CheckArchitecture(j);
+  if (!model_type.ok()) return model_type.status();
+  c.model_type = *model_type;
+  if (absl::Status s = CheckKnownKeys(j); !s.ok()) return s;
+  if (absl::Status s = CheckSlidingWindow(j, c.model_type); !s.ok()) return s;
   int64_t v = 0;
   struct IntField {
     const char* key;

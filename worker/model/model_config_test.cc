@@ -83,7 +83,7 @@ TEST(ModelConfigTest, Transformers4FormWithRopeScalingAndEosList) {
 
 TEST(ModelConfigTest, Transformers4FormWithoutScalingIsDefaultRope) {
   absl::StatusOr<ModelConfig> c = ParseModelConfig(R"({
-    "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+    "model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
     "num_hidden_layers": 1, "num_attention_heads": 2, "rope_theta": 1234.5,
     "rope_scaling": null})");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -96,8 +96,8 @@ TEST(ModelConfigTest, Transformers4FormWithoutScalingIsDefaultRope) {
 
 TEST(ModelConfigTest, RejectsBadConfigs) {
   const std::string base =
-      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
-         "num_hidden_layers": 1)";
+      R"("model_type": "llama", "vocab_size": 10, "hidden_size": 8,
+         "intermediate_size": 16, "num_hidden_layers": 1)";
   struct Case {
     std::string json;
     std::string expected_substring;
@@ -127,6 +127,83 @@ TEST(ModelConfigTest, RejectsBadConfigs) {
   }
   EXPECT_EQ(LoadModelConfig("/nonexistent-dir").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A config the executors do not implement fails to load, naming the field:
+// loading it would give silently wrong logits (Qwen3's q/k norms, Mistral's
+// sliding window beyond its first window of positions).
+TEST(ModelConfigTest, RefusesArchitecturesAndFeaturesNotImplemented) {
+  const std::string shape =
+      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+         "num_hidden_layers": 1, "num_attention_heads": 2)";
+  struct Case {
+    std::string fields;
+    std::string expected_substring;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"("architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3")",
+            "model_type 'qwen3' is not supported"},
+           {R"("architectures": ["Qwen3ForCausalLM"], "model_type": "llama")",
+            "architecture 'Qwen3ForCausalLM'"},
+           {R"("vocab_size2": 1)", "model_type"},
+           {R"("model_type": "mistral", "sliding_window": 64)",
+            "sliding_window 64"},
+           {R"("model_type": "llama", "sliding_window": 4096)",
+            "sliding_window 4096"},
+           {R"("model_type": "qwen2", "use_sliding_window": true,
+               "sliding_window": 32768, "max_window_layers": 28)",
+            "sliding"},
+           {R"("model_type": "llama", "use_sliding_window": false)",
+            "'use_sliding_window' is not a llama field"},
+           {R"("model_type": "qwen2", "layer_types": ["sliding_attention"])",
+            "sliding_attention"},
+           {R"("model_type": "llama", "num_local_experts": 8)",
+            "'num_local_experts'"},
+           {R"("model_type": "qwen2", "num_experts": 64)", "'num_experts'"},
+           {R"("model_type": "llama", "attn_logit_softcapping": 50.0)",
+            "'attn_logit_softcapping'"},
+           {R"("model_type": "llama", "final_logit_softcapping": 30.0)",
+            "'final_logit_softcapping'"},
+           {R"("model_type": "llama", "quantization_config": {})",
+            "'quantization_config'"},
+           {R"("model_type": "llama", "use_qk_norm": true)", "'use_qk_norm'"},
+           {R"("model_type": "llama",
+               "rope_parameters": {"rope_type": "default",
+                                   "partial_rotary_factor": 0.5})",
+            "rope parameter 'partial_rotary_factor'"},
+           {R"("model_type": "gemma")", "model_type 'gemma'"},
+       }) {
+    const std::string json = "{" + shape + ", " + c.fields + "}";
+    absl::StatusOr<ModelConfig> r = ParseModelConfig(json);
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(c.expected_substring),
+              std::string::npos)
+        << r.status();
+  }
+}
+
+TEST(ModelConfigTest, AcceptsTheFullAttentionFormsOfEachFamily) {
+  const std::string shape =
+      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+         "num_hidden_layers": 2, "num_attention_heads": 2)";
+  for (const std::string& fields : std::vector<std::string>{
+           // Mistral v0.2+ without a window is the LLaMA computation.
+           R"("architectures": ["MistralForCausalLM"], "model_type": "mistral",
+              "sliding_window": null)",
+           // Qwen2 carries a window size that applies only when used.
+           R"("architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+              "use_sliding_window": false, "sliding_window": 131072,
+              "max_window_layers": 21,
+              "layer_types": ["full_attention", "full_attention"])",
+           R"("architectures": ["LlamaForCausalLM"], "model_type": "llama",
+              "pretraining_tp": 1, "attention_dropout": 0.0,
+              "_name_or_path": "x", "max_length": 20, "do_sample": false)",
+       }) {
+    const std::string json = "{" + shape + ", " + fields + "}";
+    EXPECT_TRUE(ParseModelConfig(json).ok())
+        << json << ": " << ParseModelConfig(json).status();
+  }
 }
 
 }  // namespace
