@@ -606,7 +606,9 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
   m.off_ids = region(T * 4);
   m.off_pos = region(T * 4);
   m.off_seq = region(T * 4);
-  m.off_rows = region(R * 4);
+  // One row index per logit row: a return_all_logits prefill has one row
+  // per token (up to T, computed in chunks of R), decode one per sequence.
+  m.off_rows = region(std::max(R, T) * 4);
   m.off_ocl = region(T * 8);
   m.off_kvi = region(max_kvi * 8);
   m.meta_bytes = off;

@@ -23,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -710,6 +711,65 @@ TEST(GpuExecutor, NanLogitsFailOnlyTheirRow) {
 // a 2-sequence prefill and 3 decode steps (the second captures the graph,
 // the third replays it) through ForwardSample, one row greedy and one
 // sampled (temperature, top-k, top-p), plus the logits path once.
+// return_all_logits over more tokens than max_logit_rows: the logits are
+// computed in chunks of max_logit_rows and must equal those of an executor
+// whose logits buffer holds every row; the step's KV must land in its own
+// slots (a following decode step gives the same logits). The row-index
+// buffer once held only max_logit_rows entries, so 513 rows overwrote
+// out_cache_loc and more failed with illegal memory accesses.
+TEST(GpuExecutor, AllLogitsBeyondTheLogitRowBoundAreChunkedExactly) {
+  const std::string shared = Shared();
+  for (const auto& [model, dtype, tol] :
+       {std::tuple{"llama-tiny-fp32", DType::kF32, 1e-4},
+        std::tuple{"llama3-gqa-bf16", DType::kBF16, 2e-2}}) {
+    const std::string dir = shared + "/golden/models/" + model;
+    GpuModelExecutorOptions o;
+    o.model_dir = dir;
+    o.dtype = dtype;
+    o.kv_capacity_slots = 4096;
+    o.max_tokens_per_step = 1024;
+    o.max_batch_size = 8;
+    o.max_context_len = 2048;
+    ASSERT_EQ(o.max_logit_rows, 512);  // the default under test
+    auto chunked = GpuModelExecutor::Create(o);
+    ASSERT_TRUE(chunked.ok()) << chunked.status();
+    o.max_logit_rows = 1024;
+    auto whole = GpuModelExecutor::Create(o);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    for (const int n : {513, 514, 1000, 1024}) {
+      ForwardBatch b;
+      for (int i = 0; i < n; ++i) {
+        b.input_ids.push_back(3 + (11 * i) % (kVocab - 3));
+        b.positions.push_back(i);
+        b.out_cache_loc.push_back(2048 + i);
+      }
+      b.qo_indptr = {0, n};
+      b.kv_indptr = {0, 0};
+      b.return_all_logits = true;
+      std::vector<float> a(7, NAN), w;
+      ASSERT_TRUE((*chunked)->Forward(b, &a).ok()) << model << " n=" << n;
+      ASSERT_TRUE((*whole)->Forward(b, &w).ok()) << model << " n=" << n;
+      ASSERT_EQ(a.size(), size_t(n) * kVocab);
+      const double d = RelL2(a, w);
+      std::printf("all logits %-16s n=%4d: rel L2 chunked vs whole %.3g\n",
+                  model, n, d);
+      EXPECT_LE(d, tol) << model << " n=" << n;
+      ForwardBatch dec;
+      dec.is_decode = true;
+      dec.input_ids = {5};
+      dec.positions = {n};
+      dec.out_cache_loc = {2048 + n};
+      for (int i = 0; i <= n; ++i) dec.kv_indices.push_back(2048 + i);
+      dec.qo_indptr = {0, 1};
+      dec.kv_indptr = {0, n + 1};
+      std::vector<float> da, dw;
+      ASSERT_TRUE((*chunked)->Forward(dec, &da).ok());
+      ASSERT_TRUE((*whole)->Forward(dec, &dw).ok());
+      EXPECT_LE(RelL2(da, dw), tol) << model << " decode after n=" << n;
+    }
+  }
+}
+
 TEST(GpuExecutor, SanitizerSmallCase) {
   const char* dir = std::getenv("RADIXKV_TC_MODEL_DIR");
   ASSERT_NE(dir, nullptr) << "set RADIXKV_TC_MODEL_DIR";
