@@ -82,6 +82,15 @@ ABSL_FLAG(int, worker_keepalive_timeout_ms, 5000,
           "How long a keepalive ping (and a connection attempt to a worker) "
           "may wait for the worker's answer before the connection is "
           "closed, ms; in [100, 600000].");
+ABSL_FLAG(int64_t, max_in_flight_requests, 4096,
+          "Requests in flight on this router at most; beyond, a request is "
+          "refused at once with RESOURCE_EXHAUSTED naming this bound.");
+ABSL_FLAG(int64_t, max_in_flight_per_worker, 64,
+          "Requests this router keeps in flight on one worker at most (0 = "
+          "no bound); when every worker of the model is at the bound the "
+          "request is refused at once with RESOURCE_EXHAUSTED instead of "
+          "queueing on a worker. About twice the workers' "
+          "--max_running_requests: one batch running, one waiting.");
 ABSL_FLAG(int, drain_timeout_s, 5,
           "Seconds SIGTERM/SIGINT waits for in-flight RPCs (Generate "
           "streams) to finish after readiness drops to NOT_SERVING, before "
@@ -134,6 +143,12 @@ absl::Status ValidateFlags() {
   if (keepalive_timeout < 100 || keepalive_timeout > 600'000) {
     return absl::InvalidArgumentError(
         "--worker_keepalive_timeout_ms must be in [100, 600000]");
+  }
+  if (absl::GetFlag(FLAGS_max_in_flight_requests) < 1 ||
+      absl::GetFlag(FLAGS_max_in_flight_per_worker) < 0) {
+    return absl::InvalidArgumentError(
+        "--max_in_flight_requests must be >= 1 and "
+        "--max_in_flight_per_worker >= 0");
   }
   int drain = absl::GetFlag(FLAGS_drain_timeout_s);
   if (drain < 0 || drain > 3600) {
@@ -211,6 +226,9 @@ int main(int argc, char** argv) {
       absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_ms));
   options.worker_keepalive_timeout =
       absl::Milliseconds(absl::GetFlag(FLAGS_worker_keepalive_timeout_ms));
+  options.max_in_flight_requests = absl::GetFlag(FLAGS_max_in_flight_requests);
+  options.max_in_flight_per_worker =
+      absl::GetFlag(FLAGS_max_in_flight_per_worker);
   auto service = router::RouterService::Create(options, std::move(tokenizer),
                                                &router_metrics);
   if (!service.ok()) {

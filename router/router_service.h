@@ -1,36 +1,23 @@
-// RouterService: the public radixkv.v1.Router gRPC service (router.proto).
-//
-// One Generate request:
-//   1. text prompts are tokenized (PromptTokenizer) and forwarded as ids;
-//   2. one CacheService.Match(model, cache_salt, tokens) gives every live
-//      worker with its epoch, exact cached prefix and heartbeat load;
-//   3. the placement policy picks a worker (the router's own dispatched-token
-//      counts are merged into the load, see WorkerLoadTracker);
-//   4. Worker.Generate is streamed back to the client. A failure before the
-//      first chunk was forwarded is retried on another worker (bounded by
-//      max_attempts, with backoff) unless it is deterministic (a rejection
-//      of the request itself: INVALID_ARGUMENT and the like, a prompt that
-//      cannot fit the pool, no live worker for the model), which is
-//      returned at once with its one message; after output was streamed the
-//      client gets UNAVAILABLE naming the worker and the tokens already
-//      sent.
-// Abort(request_id) cancels the worker stream and calls Worker.Abort; a
-// client disconnect (seen by a watcher within 20 ms) cancels the worker
-// stream, which the worker notices and aborts the request, queued or
-// running. Workers absent from the latest Match (removed, timed out) are
-// never chosen; a restarted worker is a new epoch and starts with no
-// residency.
+// RouterService: the public radixkv.v1.Router gRPC service (router.proto)
+// on the gRPC callback API. Generate admits a request (validation, the
+// in-flight bound, the request-id registry) and runs it as a GenerateCall
+// (generate_call.h: model, tokens, Match, placement, the worker stream,
+// retries); Abort cancels it and tells the worker; a client disconnect
+// cancels its worker stream. docs/architecture.md "Router and placement"
+// has the rules.
 #ifndef RADIXKV_ROUTER_ROUTER_SERVICE_H_
 #define RADIXKV_ROUTER_ROUTER_SERVICE_H_
 
-#include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -39,8 +26,10 @@
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
 #include "radixkv/v1/worker.grpc.pb.h"
+#include "router/generate_call.h"
 #include "router/placement_policy.h"
 #include "router/prompt_tokenizer.h"
+#include "router/request_validation.h"
 #include "router/router_metrics.h"
 #include "router/worker_failure_marks.h"
 #include "router/worker_load_tracker.h"
@@ -96,6 +85,16 @@ struct RouterOptions {
   std::string model;
   // Honour kPolicyOverrideMetadataKey.
   bool allow_policy_override = true;
+  // Requests in flight on this router at most (admission to the final
+  // status); beyond: RESOURCE_EXHAUSTED naming the bound. Bounds the
+  // router's memory under any burst.
+  int64_t max_in_flight_requests = 4096;
+  // Requests this router has in flight on one worker at most (0 = no
+  // bound); a worker at the bound is not chosen, and when every live worker
+  // of the model is at it the request ends RESOURCE_EXHAUSTED at once
+  // instead of queueing on a worker. About twice the workers'
+  // --max_running_requests keeps one batch running and one waiting.
+  int64_t max_in_flight_per_worker = 64;
   // Text prompts longer than this (bytes) are INVALID_ARGUMENT before they
   // are tokenized: worker::MaxPromptTextBytes of the model's
   // max_position_embeddings (router main reads it from --model_dir's
@@ -103,17 +102,11 @@ struct RouterOptions {
   int64_t max_prompt_text_bytes = worker::MaxPromptTextBytes(131072);
 };
 
-// Prefix of the request ids the router assigns itself ("rtr-" + 32 hex
-// digits of a random 128-bit value): unguessable, so that no client can
-// collide with or Abort another client's request, and a namespace clients
-// may not use (their ids with this prefix are INVALID_ARGUMENT).
-inline constexpr char kAssignedRequestIdPrefix[] = "rtr-";
-
-// Longest model name, bytes: the cache service registers no longer name, so
-// a longer GenerateRequest.model is INVALID_ARGUMENT.
-inline constexpr size_t kMaxModelNameBytes = 256;
-
-class RouterService final : public radixkv::v1::Router::Service {
+// Thread-safe. Holds no thread per request: Generate runs on the gRPC
+// callback API (GenerateCall), so a queued or streaming request costs memory
+// only; the router sheds load before the workers do (max_in_flight_requests,
+// max_in_flight_per_worker).
+class RouterService final : public radixkv::v1::Router::CallbackService {
  public:
   // `tokenizer` may be null: text prompts are then forwarded as text and
   // placed by load only. `metrics` must outlive the service.
@@ -121,69 +114,113 @@ class RouterService final : public radixkv::v1::Router::Service {
   static absl::StatusOr<std::unique_ptr<RouterService>> Create(
       const RouterOptions& options, std::unique_ptr<PromptTokenizer> tokenizer,
       RouterMetrics* metrics);
+  // Shuts down and waits for every request to end.
   ~RouterService() override;
 
-  grpc::Status Generate(
-      grpc::ServerContext* context, const radixkv::v1::GenerateRequest* request,
-      grpc::ServerWriter<radixkv::v1::GenerateResponse>* writer) override;
-  grpc::Status Abort(grpc::ServerContext* context,
-                     const radixkv::v1::AbortRequest* request,
-                     radixkv::v1::AbortResponse* response) override;
-  grpc::Status ListWorkers(grpc::ServerContext* context,
-                           const radixkv::v1::ListWorkersRequest* request,
-                           radixkv::v1::ListWorkersResponse* response) override;
+  grpc::ServerWriteReactor<radixkv::v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Abort(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::AbortRequest* request,
+      radixkv::v1::AbortResponse* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(
+      grpc::CallbackServerContext* context,
+      const radixkv::v1::ListWorkersRequest* request,
+      radixkv::v1::ListWorkersResponse* response) override;
 
-  // Cancels every in-flight request's worker stream and stops the
-  // disconnect watcher. Idempotent; called by the destructor, and by main
-  // when the drain timeout passes: the requests it cuts end with
-  // UNAVAILABLE "the router is shutting down (its drain timeout passed)
-  // after N streamed tokens", and no new attempt is dispatched.
+  // Ends every in-flight request (UNAVAILABLE "the router is shutting down
+  // (its drain timeout passed) after N streamed tokens") and dispatches no
+  // new attempt. Idempotent; called by the destructor, and by main when the
+  // drain timeout passes.
   void Shutdown();
 
+  const RouterOptions& options() const { return options_; }
+
  private:
-  struct InFlight;
-  struct Attempt;
+  friend class GenerateCall;
+  class GrpcGenerateReactor;
+
+  // One cache-service call of an attempt (Match, or Stats for a request
+  // without prompt tokens); shared with the GenerateCall that may cancel it.
+  struct CacheRpc {
+    std::shared_ptr<grpc::ClientContext> context =
+        std::make_shared<grpc::ClientContext>();
+    radixkv::v1::MatchRequest match_request;
+    radixkv::v1::MatchResponse match_response;
+    radixkv::v1::StatsRequest stats_request;
+    radixkv::v1::StatsResponse stats_response;
+    absl::Time start;
+  };
 
   RouterService(const RouterOptions& options,
                 std::unique_ptr<PromptTokenizer> tokenizer,
                 RouterMetrics* metrics);
 
-  // Live workers for `model` with their exact match of `tokens` (empty
-  // tokens: every live worker, matched 0). Falls back to the last known
-  // worker set of `model` (matched 0) when the cache service is unreachable
-  // (a failed connection). DEADLINE_EXCEEDED when it did not answer within
-  // cache_service_timeout (no fallback: see the definition); INVALID_ARGUMENT
-  // when it rejected the prompt; UNAVAILABLE when it is unreachable and no
-  // worker is known.
-  // `request_id` travels as kRequestIdMetadataKey so that the cache
-  // service's debug log can be joined with the router's; `rpc_time` (may be
-  // null) receives the client-side round trip of the Match/Stats call.
-  absl::StatusOr<std::vector<WorkerCandidate>> LiveWorkers(
-      const std::string& model, const std::string& cache_salt,
-      const std::vector<int32_t>& tokens, const std::string& request_id,
-      bool* from_match, absl::Duration* rpc_time);
-  // The model to match against when the request leaves it empty: the
-  // request's, options_.model, or the discovered one (fresh within
-  // kModelDiscoveryTtl; else DiscoverModel on the request's path).
-  absl::StatusOr<std::string> ResolveModel(const std::string& requested);
-  // The one model the registered workers serve, through a Stats call with
-  // `timeout`; records it in discovered_model_/discovered_at_. UNAVAILABLE
-  // without live workers (or an unreachable cache service and nothing
-  // discovered before), INVALID_ARGUMENT when several models are served.
-  absl::StatusOr<std::string> DiscoverModel(absl::Duration timeout);
-  // Background loop (model_refresher_): discovers the model at start-up
-  // (retrying every kModelDiscoveryRetry until a worker has registered) and
-  // then rediscovers it every kModelDiscoveryTtl / 2, so that requests do
-  // not pay a Stats round trip on their routing path: neither the first
-  // ones after start-up (which used to discover it themselves, concurrently)
-  // nor one every kModelDiscoveryTtl.
+  // Validates `request` and registers a GenerateCall for it with `sink`
+  // (the id assigned when empty). Errors: the validation's
+  // INVALID_ARGUMENT, ALREADY_EXISTS for an id in flight,
+  // RESOURCE_EXHAUSTED at max_in_flight_requests, UNAVAILABLE when shut
+  // down. The call is not started.
+  absl::StatusOr<std::shared_ptr<GenerateCall>> Admit(
+      const radixkv::v1::GenerateRequest& request, GenerateCallParams params,
+      GenerateSink* sink);
+  // Removes a finished call from the in-flight registry.
+  void Unregister(const std::string& request_id);
+
+  // The model to serve `requested` with: itself, options_.model, or the one
+  // model the registered workers serve (fresh within kModelDiscoveryTtl,
+  // else one Stats call). Calls `done` exactly once, possibly inline.
+  // UNAVAILABLE without live workers (or an unreachable cache service and
+  // nothing discovered before), INVALID_ARGUMENT when several models are
+  // served.
+  void ResolveModelAsync(const std::string& requested,
+                         std::function<void(absl::StatusOr<std::string>)> done);
+  // The ids of `text` for `model` (nullopt: no tokenizer, forward the
+  // text). INVALID_ARGUMENT when it cannot be encoded.
+  absl::StatusOr<std::optional<std::vector<int32_t>>> Tokenize(
+      const std::string& model, const std::string& text) const;
+  // Issues the Match (tokens) or Stats (no tokens) of one attempt on `rpc`
+  // and calls `done` with the live workers of `model` and their exact
+  // match: falls back to the last known workers of `model` (matched 0)
+  // when the cache service is unreachable (a failed connection);
+  // DEADLINE_EXCEEDED when it did not answer within cache_service_timeout
+  // (no fallback: the chosen worker's Acquire would wait on the same
+  // service); INVALID_ARGUMENT when it rejected the prompt; UNAVAILABLE
+  // when unreachable and no worker is known.
+  void StartLiveWorkers(
+      std::shared_ptr<CacheRpc> rpc, const std::string& model,
+      const std::string& cache_salt, const std::vector<int32_t>& tokens,
+      const std::string& request_id,
+      std::function<void(absl::StatusOr<std::vector<WorkerCandidate>>,
+                         absl::Duration)>
+          done);
+  // Turns a finished StartLiveWorkers RPC into the live worker list.
+  absl::StatusOr<std::vector<WorkerCandidate>> LiveWorkersFrom(
+      const std::string& model, bool matched, const grpc::Status& status,
+      CacheRpc& rpc);
+  // The status of a request for `model` when no live worker serves it:
+  // NOT_FOUND naming the served models when no worker of `model` was ever
+  // seen by this router, else UNAVAILABLE (its workers are down or
+  // restarting: worth a retry).
+  absl::Status NoLiveWorkerStatus(const std::string& model);
+  // Records the models of a Stats answer (discovery and NoLiveWorkerStatus).
+  void RecordServedModels(const radixkv::v1::StatsResponse& stats);
+  // The one model of `stats`, or the errors of ResolveModelAsync.
+  absl::StatusOr<std::string> DiscoveredModelFrom(
+      const grpc::Status& status, const radixkv::v1::StatsResponse& stats);
+  // Background loop (model_refresher_): keeps the served models and the
+  // default model fresh (every kModelDiscoveryTtl / 2; every
+  // kModelDiscoveryRetry while nothing is discovered), so that requests
+  // do not pay a Stats round trip on their routing path.
   void RefreshDiscoveredModel();
   // The policy named by kPolicyOverrideMetadataKey (when overrides are
-  // allowed), else the default; nullptr for an unknown name.
-  PlacementPolicy* PolicyFor(grpc::ServerContext* context);
+  // allowed), else the default; nullptr for an unknown name (its name, at
+  // most 64 bytes, in `unknown`).
+  PlacementPolicy* PolicyFor(const grpc::CallbackServerContext* context,
+                             std::string* unknown);
   std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(
       const std::string& address);
-  void WatchDisconnects();
 
   const RouterOptions options_;
   const std::unique_ptr<PromptTokenizer> tokenizer_;
@@ -196,20 +233,24 @@ class RouterService final : public radixkv::v1::Router::Service {
   WorkerFailureMarks failure_marks_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_
+  absl::flat_hash_map<std::string, std::shared_ptr<GenerateCall>> in_flight_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<radixkv::v1::Worker::Stub>>
       worker_stubs_ ABSL_GUARDED_BY(mu_);
   // Model -> its workers in the latest successful Match/Stats (matched 0).
   absl::flat_hash_map<std::string, std::vector<WorkerCandidate>>
       last_known_workers_ ABSL_GUARDED_BY(mu_);
+  // Models some registered worker served, ever (bounded by the cache
+  // service's registry) and now (the latest Stats).
+  absl::flat_hash_set<std::string> models_seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> models_served_ ABSL_GUARDED_BY(mu_);
+  bool served_known_ ABSL_GUARDED_BY(mu_) = false;  // a Stats was answered
   std::string discovered_model_ ABSL_GUARDED_BY(mu_);
   absl::Time discovered_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Notification stop_;
-  std::thread watcher_;
-  std::thread model_refresher_;  // only when options_.model is empty
-  std::atomic<bool> shut_down_{false};
+  std::thread model_refresher_;
 };
 
 }  // namespace radixkv::router

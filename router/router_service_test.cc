@@ -5,6 +5,8 @@
 #include "router/router_service.h"
 
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -768,17 +770,44 @@ TEST_F(RouterServiceTest, PromptThatFitsNoWorkerIsTriedOncePerWorker) {
                          "pool"));
 }
 
+// A model whose workers are all gone (restarting) is UNAVAILABLE, worth a
+// retry later; not one attempt per max_attempts.
 TEST_F(RouterServiceTest, NoLiveWorkerForTheModelIsNotRetried) {
-  cache_.Set({});
   RouterOptions options;
   options.max_attempts = 3;
   StartRouter(options);
   GenerateRequest request = Tokens({1, 2, 3});
   request.set_model("demo");
+  ASSERT_TRUE(Run(request).status.ok());  // the router has seen "demo"
+  cache_.Set({});
+  const int matches = cache_.matches();
   StreamResult r = Run(request);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(r.status.error_message(), "no live worker serves model demo");
-  EXPECT_EQ(cache_.matches(), 1);
+  EXPECT_EQ(cache_.matches(), matches + 1);
+}
+
+// A model no worker ever served is NOT_FOUND naming the served models
+// (clients do not retry it, unlike UNAVAILABLE).
+TEST_F(RouterServiceTest, UnknownModelIsNotFoundNamingTheServedModels) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0, 0, "llama"},
+              {"worker-b", b_->address(), 1, 0, 0, "qwen"}});
+  StartRouter();
+  // Until the cache service answered Stats, "not served" cannot be told
+  // from "down".
+  // The refresher asks again only after it recorded the first answer.
+  while (cache_.stats_calls() < 2) absl::SleepFor(absl::Milliseconds(1));
+  GenerateRequest request = Tokens({1, 2, 3});
+  request.set_model("other");
+  StreamResult r = Run(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(r.status.error_message(),
+            "model 'other' is not served here (served: llama, qwen)");
+  EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
+  request.set_model("qwen");
+  r = Run(request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.worker_id, "worker-b");
 }
 
 TEST_F(RouterServiceTest, ConcurrentAbortsReportOneSuccess) {
@@ -1112,6 +1141,190 @@ TEST_F(RouterServiceTest, EveryOutcomeIsCountedAndTimedOnce) {
   ExpectMetricLine(text,
                    "radixkv_router_request_duration_seconds_count{"
                    "outcome=\"ok\",policy=\"cache_aware\"} 1");
+}
+
+}  // namespace
+}  // namespace radixkv::router
+
+namespace radixkv::router {
+namespace {
+
+// A worker on the callback API that sends one token and holds every stream
+// open until it is cancelled: holds no thread per stream, so the test can
+// count the router's threads.
+class HoldingCallbackWorker final
+    : public radixkv::v1::Worker::CallbackService {
+ public:
+  HoldingCallbackWorker() { server_ = StartServer(this, &port_); }
+  ~HoldingCallbackWorker() override {
+    server_->Shutdown(std::chrono::system_clock::now());
+  }
+  grpc::ServerWriteReactor<GenerateResponse>* Generate(
+      grpc::CallbackServerContext*, const GenerateRequest*) override {
+    class Held : public grpc::ServerWriteReactor<GenerateResponse> {
+     public:
+      Held() {
+        first_.add_token_ids(7);
+        StartWrite(&first_);
+      }
+      void OnWriteDone(bool) override {}
+      void OnCancel() override { Finish(grpc::Status::CANCELLED); }
+      void OnDone() override { delete this; }
+
+     private:
+      GenerateResponse first_;
+    };
+    return new Held;
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+int ThreadsOfThisProcess() {
+  int n = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// A held stream through the router: opened, first chunk read.
+struct HeldStream {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader;
+};
+
+std::unique_ptr<HeldStream> Hold(radixkv::v1::Router::Stub* stub,
+                                 const std::string& id) {
+  auto h = std::make_unique<HeldStream>();
+  GenerateRequest r;
+  r.set_request_id(id);
+  r.mutable_token_ids()->add_ids(1);
+  r.mutable_sampling()->set_max_new_tokens(3);
+  h->reader = stub->Generate(&h->ctx, r);
+  GenerateResponse chunk;
+  if (!h->reader->Read(&chunk)) return nullptr;
+  return h;
+}
+
+class RouterAdmissionTest : public ::testing::Test {
+ protected:
+  void Start(RouterOptions options, int workers) {
+    std::vector<FakeCacheService::Entry> entries;
+    for (int i = 0; i < workers; ++i) {
+      workers_.push_back(std::make_unique<HoldingCallbackWorker>());
+      entries.push_back(
+          {absl::StrCat("worker-", i), workers_.back()->address(), 1, 0});
+    }
+    cache_.Set(entries);
+    options.cache_service_address = cache_.address();
+    metrics_ = std::make_unique<RouterMetrics>(registry_);
+    auto service = RouterService::Create(options, nullptr, metrics_.get());
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    server_ = StartServer(service_.get(), &port_);
+    stub_ = radixkv::v1::Router::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    held_.clear();
+    if (service_) service_->Shutdown();
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  }
+  grpc::Status OneMore(const std::string& id) {
+    grpc::ClientContext ctx;
+    GenerateRequest r;
+    r.set_request_id(id);
+    r.mutable_token_ids()->add_ids(1);
+    r.mutable_sampling()->set_max_new_tokens(3);
+    auto reader = stub_->Generate(&ctx, r);
+    GenerateResponse chunk;
+    while (reader->Read(&chunk)) {
+    }
+    return reader->Finish();
+  }
+
+  FakeCacheService cache_;
+  std::vector<std::unique_ptr<HoldingCallbackWorker>> workers_;
+  prometheus::Registry registry_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::unique_ptr<RouterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<radixkv::v1::Router::Stub> stub_;
+  std::vector<std::unique_ptr<HeldStream>> held_;
+};
+
+// The total bound is exact and names itself; a freed place is reused.
+TEST_F(RouterAdmissionTest, TotalInFlightBoundRefusesAtOnce) {
+  RouterOptions options;
+  options.max_in_flight_requests = 3;
+  options.max_in_flight_per_worker = 0;
+  Start(options, 1);
+  for (int i = 0; i < 3; ++i) {
+    held_.push_back(Hold(stub_.get(), absl::StrCat("held-", i)));
+    ASSERT_NE(held_.back(), nullptr);
+  }
+  const grpc::Status st = OneMore("one-more");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(st.error_message(),
+            "request one-more: the router has 3 requests in flight, the "
+            "limit --max_in_flight_requests=3");
+  held_[0]->ctx.TryCancel();
+  held_[0]->reader->Finish();
+  // The cancelled request leaves the registry once its worker stream ended.
+  for (int i = 0; i < 1000; ++i) {
+    held_.back() = Hold(stub_.get(), absl::StrCat("again-", i));
+    if (held_.back() != nullptr) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_NE(held_.back(), nullptr);
+  ExpectMetricLine(prometheus::TextSerializer().Serialize(registry_.Collect()),
+                   "outcome=\"overloaded\"");
+}
+
+// Workers at their per-worker bound are skipped; when all are, the request
+// is refused at once naming the bound, instead of queueing on a worker.
+TEST_F(RouterAdmissionTest, PerWorkerBoundSpreadsThenRefuses) {
+  RouterOptions options;
+  options.max_in_flight_per_worker = 2;
+  options.policy = "round_robin";
+  Start(options, 2);
+  for (int i = 0; i < 4; ++i) {
+    held_.push_back(Hold(stub_.get(), absl::StrCat("held-", i)));
+    ASSERT_NE(held_.back(), nullptr) << i;
+  }
+  const grpc::Status st = OneMore("fifth");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find(
+                "has 2 requests of this router in flight, the limit "
+                "--max_in_flight_per_worker=2"),
+            std::string::npos)
+      << st.error_message();
+}
+
+// 300 streams held open through the router cost no thread each (the
+// synchronous server took one per stream, polling it every 20 ms).
+TEST_F(RouterAdmissionTest, HeldStreamsCostNoThreadEach) {
+  RouterOptions options;
+  options.max_in_flight_per_worker = 0;
+  Start(options, 2);
+  held_.push_back(Hold(stub_.get(), "warm-up"));
+  ASSERT_NE(held_.back(), nullptr);
+  const int before = ThreadsOfThisProcess();
+  for (int i = 0; i < 300; ++i) {
+    held_.push_back(Hold(stub_.get(), absl::StrCat("held-", i)));
+    ASSERT_NE(held_.back(), nullptr) << i;
+  }
+  const int after = ThreadsOfThisProcess();
+  std::printf("threads: %d before, %d with 300 more held streams\n", before,
+              after);
+  EXPECT_LT(after - before, 30);
 }
 
 }  // namespace

@@ -42,14 +42,26 @@ bool WorkerLoadTracker::OutstandingAt(const Worker& w, absl::Time t,
 void WorkerLoadTracker::Dispatch(const std::string& worker_id,
                                  int64_t prefill_tokens,
                                  int64_t decode_tokens) {
+  TryDispatch(worker_id, prefill_tokens, decode_tokens, 0);
+}
+
+bool WorkerLoadTracker::TryDispatch(const std::string& worker_id,
+                                    int64_t prefill_tokens,
+                                    int64_t decode_tokens,
+                                    int64_t max_in_flight_requests) {
   const absl::Time now = clock_();
   absl::MutexLock lock(&mu_);
   Worker& w = workers_[worker_id];
+  if (max_in_flight_requests > 0 &&
+      w.counts.in_flight_requests >= max_in_flight_requests) {
+    return false;
+  }
   w.counts.outstanding_tokens += std::max<int64_t>(0, prefill_tokens) +
                                  std::max<int64_t>(0, decode_tokens);
   ++w.counts.in_flight_requests;
   ++w.counts.dispatched_requests;
   Record(w, now);
+  return true;
 }
 
 void WorkerLoadTracker::Progress(const std::string& worker_id, int64_t tokens,

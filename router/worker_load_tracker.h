@@ -47,6 +47,12 @@ class WorkerLoadTracker {
   // worker is expected to compute) + `decode_tokens` (max_new_tokens).
   void Dispatch(const std::string& worker_id, int64_t prefill_tokens,
                 int64_t decode_tokens);
+  // Dispatch when the worker has fewer than `max_in_flight_requests`
+  // requests in flight (0 = no bound); false (nothing charged) otherwise.
+  // The check and the charge are one step, so concurrent requests never
+  // exceed the bound.
+  bool TryDispatch(const std::string& worker_id, int64_t prefill_tokens,
+                   int64_t decode_tokens, int64_t max_in_flight_requests);
   // Reduces the charge as output streams back: the first chunk settles the
   // prefill, each output token one decode token. `charged_left` is the
   // caller's per-request remainder (updated in place; never goes below 0).
