@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU-machine half of the worker GPU backend validation (issue 8). The
+# GPU-machine half of the worker GPU backend validation. The
 # binaries are built on the CPU machine with Bazel and carried in a folder
 # (default .gpu-run, made by worker/gpu/stage_gpu_run.sh):
 #   .gpu-run/bin/      gpu_model_executor_device_test, gpu_model_benchmark,

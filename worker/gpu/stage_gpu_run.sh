@@ -24,10 +24,8 @@ for d in worker router; do
   cp bazel-bin/worker/model/libradixkv_sentencepiece.so "${R}/bin/${d}/"
 done
 cp bazel-bin/worker/model/libradixkv_sentencepiece.so "${R}/bin/"
-{ for b in $(find "${R}/bin" -type f); do ldd "${b}"; done; } |
-  awk '/=>/ {print $3}' | sort -u |
-  grep -Ev 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl\.so|librt\.so|/usr/local/cuda' |
-  while read -r so; do cp -L "${so}" "${R}/lib/"; done
+find "${R}/bin" -type f -print0 |
+  xargs -0 worker/kernels/hip/copy_shared_libs.sh "${R}/lib"
 tar -cJf "${R}/lib.tar.xz" -C "${R}/lib" . && rm -rf "${R}/lib"
 cp -r "${SHARED}/golden" "${R}/shared/" && rm -f "${R}/shared/golden/corpus.txt"
 chmod -R u+w "${R}"

@@ -1,8 +1,8 @@
 // Wavefront-level attention building blocks on AMD matrix cores (MFMA,
 // CDNA2 gfx90a and CDNA3 gfx94x, wave64): the AMD counterpart of
-// attention_mma.h, and seed 5.2's "MMAC" idea (the Hygon DCU's matrix
-// instruction) in its AMD form. Used by ExtendMfmaKernel in
-// extend_attention.hip; docs/kernel-notes.md "AMD / Hygon path".
+// attention_mma.h (the Hygon DCU's MMAC instruction has the same shape).
+// Used by ExtendMfmaKernel in extend_attention_mfma.hip; docs/kernel-notes.md
+// "AMD / Hygon path".
 //
 // Instruction: v_mfma_f32_16x16x16f16 (`__builtin_amdgcn_mfma_f32_16x16x16f16`,
 // gfx908+) and v_mfma_f32_16x16x16bf16_1k
@@ -36,7 +36,7 @@
 // (static_assert below). Every fragment a lane holds belongs to query row
 // LaneRow(lane) = lane % 16: the online-softmax state (m, l) is per lane, row
 // reductions combine the 4 lanes lane % 16 + {0, 16, 32, 48} (xor 16, 32).
-// Logits are in the base-2 domain: s * sm_scale * log2(e), exp2 (seed 1.4).
+// Logits are in the base-2 domain: s * sm_scale * log2(e), exp2.
 //
 // LDS tiles: K as [kN keys][D + 4] (row-major, 8-byte padding: the 16 rows of
 // one A read start 2 banks apart), V transposed as [D][kN + 4] so that the
@@ -164,8 +164,8 @@ RADIXKV_HOST_DEVICE constexpr int VtTileOffset(int key, int dim) {
 
 // Causal visibility of key `key` to extend row `row` (both 0-based): prefix
 // keys (prefix, key < lp) are all visible; extend keys need key <= row. This
-// is the shifted mask j <= i + (Lk - Lq) of seed 5.3 with the concatenated
-// key index j = lp + key and Lk - Lq = lp.
+// is the shifted causal mask j <= i + (Lk - Lq) with the concatenated key
+// index j = lp + key and Lk - Lq = lp.
 RADIXKV_HOST_DEVICE constexpr bool KeyVisible(bool prefix, int key, int lp,
                                               int row) {
   return prefix ? key < lp : key <= row;

@@ -1,5 +1,5 @@
 // CPU check of the MFMA extend kernel (attention_mfma.h, ExtendMfmaKernel in
-// extend_attention.hip). No AMD GPU is available to the project, so this
+// extend_attention_mfma.hip). No AMD GPU is available to the project, so this
 // test:
 //   1. runs one wave64 on the CPU: 64 lanes as user contexts executed in
 //      lockstep (LockstepWave), with HostOps implementing the shuffles and

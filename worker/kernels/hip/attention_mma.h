@@ -1,16 +1,16 @@
 // Warp-level attention building blocks on NVIDIA tensor cores (mma.sync
 // m16n8k16, bf16/fp16 operands, fp32 accumulators; sm_80 and newer, used on
-// sm_90a). Device-only; included by paged_decode.hip and extend_attention.hip
-// under RADIXKV_GPU_NVIDIA. The AMD counterpart for extend is
-// attention_mfma.h (v_mfma_f32_16x16x16{bf16_1k,f16}, seed 5.2's "MMAC"
-// idea); AMD decode uses the portable SIMT kernel (docs/kernel-notes.md
-// "AMD / Hygon path").
+// sm_90a). Device-only; included by paged_decode.hip and the NVIDIA extend
+// kernels (extend_attention_mma_sm80.hip, the wgmma files). The AMD
+// counterpart for extend is attention_mfma.h
+// (v_mfma_f32_16x16x16{bf16_1k,f16}); AMD decode uses the portable SIMT
+// kernel (docs/kernel-notes.md "AMD / Hygon path").
 //
 // One warp owns 16 query rows (FlashAttention-2 style): Q fragments and the
 // fp32 output accumulator live in registers; K and V tiles of kN keys are read
 // from shared memory with ldmatrix (V transposed by ldmatrix.trans). The
 // online softmax works in the base-2 domain: logits are q.k * sm_scale *
-// log2(e) (seed 1.4: log2(e) folded into the scale, exp2 on the SFU).
+// log2(e) (log2(e) folded into the scale, exp2 on the SFU).
 //
 // Shared-memory tiles hold rows of D 16-bit elements; the 16-byte chunk c of
 // row r is stored at chunk position c ^ (r & 7) (XOR swizzle), which makes the

@@ -1,7 +1,7 @@
 // Hopper warpgroup matrix multiply (wgmma.mma_async, sm_90a) building blocks
-// for the extend-attention kernels (extend_attention.hip: ExtendWgmmaWsKernel,
-// the default, and the block-synchronous ExtendWgmmaKernel), plus the
-// mbarrier and named-barrier helpers of the warp-specialized kernel.
+// for the extend-attention kernels (extend_attention_wgmma_sm90.hip and
+// extend_attention_wgmma_ws.h), plus the mbarrier and named-barrier helpers
+// of the warp-specialized kernel.
 // NVIDIA only; the instruction bodies exist only in the sm_90a device pass
 // (RADIXKV_HAS_WGMMA). Every other pass (sm_80, the host pass, hipcc never
 // includes this file) sees __trap() stubs, and the host launcher selects the
@@ -166,11 +166,11 @@ __device__ __forceinline__ void FenceRegisters(float (&d)[N]) {
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, " \
   "%30, %31"
-#define RADIXKV_WGMMA_REG64                                                    \
-  RADIXKV_WGMMA_REG32                                                          \
-      ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, "    \
-      "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, " \
-      "%59, %60, %61, %62, %63"
+#define RADIXKV_WGMMA_REG64                                                \
+  RADIXKV_WGMMA_REG32                                                      \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, "    \
+  "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, " \
+  "%59, %60, %61, %62, %63"
 
 // One `wgmma.mma_async.sync.aligned.SHAPE.f32.TYPE.TYPE {REGS}, OPERANDS`
 // whose scale-d predicate is set from the operand SCALE (scale_d != 0

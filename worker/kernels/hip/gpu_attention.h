@@ -23,12 +23,12 @@
 // num_kv_heads >= 1 (1..16 in one block, larger groups in 16-head chunks);
 // layouts bshd, bhsd, vllm; pools larger than 2^31 elements (64-bit offsets).
 //
-// Algorithms: seed 1.4 (paged decode v1/v2 + combine, exp2 with log2(e)
-// folded into the scale), 3.4 (extend tiling, early exit), 5.2 (KV head on
-// the grid, compile-time GQA group "REUSE_KV_TIMES", adaptive
-// PARTITION_SIZE with environment override), 5.3 (shifted causal mask,
-// k_delta/v_delta incremental addressing). Design, measurements and the
-// partition-size heuristic: docs/kernel-notes.md.
+// Algorithms: vLLM's PagedAttention v1/v2 (paged decode, split-KV + combine,
+// exp2 with log2(e) folded into the scale) with the KV head on the grid and a
+// compile-time GQA group, an adaptive partition size with an environment
+// override; SGLang's extend attention (prefix and extend stages, shifted
+// causal mask, early exit). Design, measurements and the partition-size
+// heuristic: docs/kernel-notes.md.
 #ifndef RADIXKV_WORKER_KERNELS_HIP_GPU_ATTENTION_H_
 #define RADIXKV_WORKER_KERNELS_HIP_GPU_ATTENTION_H_
 
@@ -62,7 +62,7 @@ struct GpuKvCache {
 // ------------------------------------------------------------------ decode
 
 // Environment variable that overrides the decode partition size (tokens; 0
-// forces v1), like the Hygon port's PA_PARTITION_SIZE (seed 5.2).
+// forces v1).
 inline constexpr char kDecodePartitionSizeEnv[] =
     "RADIXKV_DECODE_PARTITION_SIZE";
 
@@ -119,11 +119,11 @@ struct GpuDecodeArgs {
   KernelPath path = KernelPath::kAuto;
 };
 
-// Paged decode attention (seed 1.4): one query token per sequence against
-// its whole cached context. A 0-length sequence gives out = 0, lse = -inf.
-// v2 merges the partitions with a separate combine kernel (seed 1.4). With
-// RADIXKV_DECODE_FUSED_COMBINE=1 (opt-in; slower on the H200, see
-// docs/kernel-notes.md) the partition kernel merges them itself: each block
+// Paged decode attention (vLLM's PagedAttention v1/v2): one query token per
+// sequence against its whole cached context. A 0-length sequence gives
+// out = 0, lse = -inf. v2 merges the partitions with a separate combine
+// kernel. With RADIXKV_DECODE_FUSED_COMBINE=1 (opt-in; slower on the H200,
+// see docs/kernel-notes.md) the partition kernel merges them itself: each block
 // writes its (m, l, O) partial, fences, and increments its (sequence, kv
 // head) counter; the block that arrives last combines and resets the counter
 // (the "last block" reduction of the CUDA threadFenceReduction sample);
@@ -152,9 +152,10 @@ struct GpuExtendArgs {
   KernelPath path = KernelPath::kAuto;
 };
 
-// Extend attention (seed 3.2-3.4): new token i of a sequence sees all of its
-// prefix and new tokens j <= i. Prefix K/V are read from `cache`, the new
-// tokens' K/V from k_extend/v_extend (ReshapeAndCache them separately).
+// Extend attention (SGLang's extend semantics): new token i of a sequence
+// sees all of its prefix and new tokens j <= i. Prefix K/V are read from
+// `cache`, the new tokens' K/V from k_extend/v_extend (ReshapeAndCache them
+// separately).
 absl::Status Extend(const GpuKvCache& cache, const GpuExtendArgs& args,
                     void* stream);
 

@@ -1,5 +1,5 @@
-// Benchmark of the GPU kernels against ceilings measured in the same run
-// (issue 6 "Performance"): device-to-device copy bandwidth (bytes read +
+// Benchmark of the GPU kernels against ceilings measured in the same run:
+// device-to-device copy bandwidth (bytes read +
 // written) and a large bf16 cuBLAS GEMM; then paged decode (page 16 and 1,
 // partition-size sweep), extend attention (TFLOP/s), reshape_and_cache and
 // copy_blocks (GB/s), each as a fraction of its ceiling.
@@ -14,12 +14,14 @@
 // (the method of earlier runs: for a ~50 us call like decode B=1 x 32768 it
 // adds the first launch's host latency).
 // Shapes: bf16, Hq 32, Hkv 8, head_dim 128, bshd pool, random page order.
-// NVIDIA only (cuBLAS); build: build_gpu_binaries.sh.
+// NVIDIA only (cuBLAS); Bazel target
+// //worker/kernels/hip:gpu_attention_benchmark (the serving kernels plus the
+// persistent wgmma extend kernel for A/B).
 //
 // Usage: gpu_attention_benchmark [--quick] [--only=decode|extend|cache]
 //                                [--decode-batch=N] [--launch-in-timing]
 //                                [--extend-batch=N] [--extend-rounds=R]
-//                                [--extend-variants=ws,persistent,...]
+//                                [--extend-variants=default,persistent]
 // Environment: RADIXKV_EXTEND_WARPS=4|8,
 // RADIXKV_DECODE_PARTITION_SIZE (overrides the heuristic for the (auto) rows).
 #include "worker/kernels/hip/hip_compat.h"
@@ -58,8 +60,9 @@ int g_decode_batch = 0;
 bool g_launch_in_timing = false;
 // --extend-batch=N: only the extend shapes with batch size N.
 int g_extend_batch = 0;
-// --extend-variants=A,B,...: time each extend shape once per wgmma variant
-// (RADIXKV_WGMMA_VARIANT set before each measurement), the list repeated
+// --extend-variants=A,B,...: time each extend shape once per wgmma kernel
+// (RADIXKV_WGMMA_VARIANT set before each measurement: `persistent` the
+// work-item kernel, anything else the default), the list repeated
 // --extend-rounds=R times, interleaved, for A/B in one process.
 std::vector<std::string> g_extend_variants;
 int g_extend_rounds = 1;

@@ -1,13 +1,17 @@
 // Device validation of the GPU kernels (gpu_attention.h) against float64
 // references computed on the host, on fresh random inputs every run (the seed
 // is printed; --seed=N replays), outputs and workspaces poisoned with NaN
-// first. Needs a GPU: built and run by run_device_suite.sh on the GPU machine
-// (docs/development.md "GPU runs"), not by CI (CI compiles it).
+// first. Needs a GPU: built by Bazel (CI builds it, never runs it) and run by
+// run_device_suite.sh on the GPU machine (docs/development.md "GPU runs").
+// Linked three times: with the serving library (gpu_attention_device_test),
+// with the persistent wgmma kernel's library (_persistent) and with the
+// negative control's wrong wgmma V descriptor (_vdesc_swap, whose extend
+// cases must fail).
 //
-// Covers issue 4's kernel list (decode v1/v2 + combine, extend, reshape_and_
-// cache, copy_blocks; bf16/fp16; head_dim 64/128/256; page_size 1/16/32/64;
+// Covers every kernel (decode v1/v2 + combine, extend, reshape_and_cache,
+// copy_blocks; bf16/fp16; head_dim 64/128/256; page_size 1/16/32/64;
 // layouts bshd/bhsd/vllm; GQA groups 1..16 and a chunked 32) on both kernel
-// paths (tensor core, portable), plus issue 6's extras: element offsets past
+// paths (tensor core, portable), plus the hard cases: element offsets past
 // 2^31 with the accessed pages at the end of the pool, page ids > 65,535, 33
 // sequences on a random non-contiguous block table, a 0-length sequence in a
 // decode batch, and split-KV whose last partition holds one token.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Checks the GPU kernel objects Bazel built: each nvcc object carries an
-# sm_90a fatbin (.nv_fatbin section, sm_90a SASS), each hipcc object an
-# offload bundle with gfx90a and gfx906 code objects; the extend object's
-# gfx90a code holds the MFMA kernel's v_mfma instructions (bf16 and f16
-# forms) and its gfx906 code none (no MFMA there). Arguments: pairs of
-# (nvcc object, hipcc object).
+# Checks the GPU kernel objects Bazel built: each nvcc object (*.sm90a.o)
+# carries an sm_90a fatbin (.nv_fatbin section, sm_90a SASS), each hipcc
+# object (*.gfx9.o) an offload bundle with gfx90a and gfx906 code objects;
+# the MFMA extend object's gfx90a code holds the kernel's v_mfma
+# instructions (bf16 and f16 forms) and its gfx906 code none (no MFMA
+# there). Arguments: the objects, in any order.
 set -euo pipefail
 fail=0
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -21,19 +21,28 @@ check() {  # file, description, command...
   if "$@"; then echo "ok   ${f##*/}: ${what}"; else echo "FAIL ${f##*/}: ${what}"; fail=1; fi
 }
 (( $# > 0 )) || { echo "no objects given"; exit 1; }
-while (( $# >= 2 )); do
-  nv="$1" amd="$2"; shift 2
-  check "$nv" ".nv_fatbin section" bash -c "readelf -S '$nv' | grep -q '\.nv_fatbin'"
-  check "$nv" "sm_90a code" bash -c "strings '$nv' | grep -q 'sm_90a'"
-  check "$amd" ".hip_fatbin section" bash -c "readelf -S '$amd' | grep -q '\.hip_fatbin'"
-  check "$amd" "gfx90a code object" bash -c "strings '$amd' | grep -q 'amdgcn-amd-amdhsa--gfx90a'"
-  check "$amd" "gfx906 code object" bash -c "strings '$amd' | grep -q 'amdgcn-amd-amdhsa--gfx906'"
-  if [[ "${amd##*/}" == extend_attention.* ]]; then
-    gfx90a="$(disasm "$amd" gfx90a)"
-    gfx906="$(disasm "$amd" gfx906)"
-    check "$amd" "gfx90a v_mfma_f32_16x16x16bf16_1k" grep -q 'v_mfma_f32_16x16x16bf16_1k' <<<"$gfx90a"
-    check "$amd" "gfx90a v_mfma_f32_16x16x16f16" grep -q 'v_mfma_f32_16x16x16f16' <<<"$gfx90a"
-    check "$amd" "gfx906 without v_mfma" bash -c "! grep -q v_mfma" <<<"$gfx906"
+for obj in "$@"; do
+  case "${obj##*/}" in
+    *.sm90a.o)
+      check "$obj" ".nv_fatbin section" bash -c "readelf -S '$obj' | grep -q '\.nv_fatbin'"
+      check "$obj" "sm_90a code" bash -c "strings '$obj' | grep -q 'sm_90a'"
+      ;;
+    *.gfx9.o)
+      check "$obj" ".hip_fatbin section" bash -c "readelf -S '$obj' | grep -q '\.hip_fatbin'"
+      check "$obj" "gfx90a code object" bash -c "strings '$obj' | grep -q 'amdgcn-amd-amdhsa--gfx90a'"
+      check "$obj" "gfx906 code object" bash -c "strings '$obj' | grep -q 'amdgcn-amd-amdhsa--gfx906'"
+      ;;
+    *)
+      echo "FAIL ${obj##*/}: neither *.sm90a.o nor *.gfx9.o"
+      fail=1
+      ;;
+  esac
+  if [[ "${obj##*/}" == extend_attention_mfma.gfx9.o ]]; then
+    gfx90a="$(disasm "$obj" gfx90a)"
+    gfx906="$(disasm "$obj" gfx906)"
+    check "$obj" "gfx90a v_mfma_f32_16x16x16bf16_1k" grep -q 'v_mfma_f32_16x16x16bf16_1k' <<<"$gfx90a"
+    check "$obj" "gfx90a v_mfma_f32_16x16x16f16" grep -q 'v_mfma_f32_16x16x16f16' <<<"$gfx90a"
+    check "$obj" "gfx906 without v_mfma" bash -c "! grep -q v_mfma" <<<"$gfx906"
   fi
 done
 exit "$fail"

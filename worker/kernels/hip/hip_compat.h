@@ -10,9 +10,9 @@
 //     maps the handful of HIP runtime names the kernels and their host code use
 //     onto the CUDA runtime.
 //
-// Rules that every kernel in this package follows (seed 5.2 "Wavefront 64
-// adaptation": the Hygon port had to widen every reduction mask from 32 to 64
-// bits and start butterfly reductions at WARP_SIZE / 2):
+// Rules that every kernel in this package follows, so that one source serves
+// 32-lane warps and 64-lane wavefronts (32-lane code ported to wave64 must
+// widen every lane mask to 64 bits and start butterflies at width / 2):
 //   * The warp/wavefront width is the compile-time constant kWarpSize (32 on
 //     NVIDIA, __AMDGCN_WAVEFRONT_SIZE on AMD, i.e. 64 on gfx9); nothing assumes
 //     32.
@@ -24,6 +24,7 @@
 #ifndef RADIXKV_WORKER_KERNELS_HIP_HIP_COMPAT_H_
 #define RADIXKV_WORKER_KERNELS_HIP_HIP_COMPAT_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__HIPCC__) && !defined(__CUDACC__)
@@ -104,7 +105,7 @@ static_assert(kWarpSize == 32 || kWarpSize == 64,
               "radixkv kernels support warp/wavefront widths 32 and 64");
 #if defined(__GFX9__)
 // gfx9 (gfx906, gfx90a, ... and Hygon DCUs) is wave64: the device pass of
-// every AMD CI build proves the 64-wide path compiles (seed 5.2).
+// every AMD CI build proves the 64-wide path compiles.
 static_assert(kWarpSize == 64, "gfx9 targets are wave64");
 #endif
 
@@ -153,7 +154,7 @@ __device__ __forceinline__ float WarpShfl(float v, int src_lane) {
 
 // Butterfly reductions over `width` consecutive lanes (width a power of two,
 // <= kWarpSize); every participating lane gets the result. Starts at
-// width / 2, as seed 5.2 prescribes for wave64.
+// width / 2, so the same code is right for wave64.
 template <int kWidth = kWarpSize>
 __device__ __forceinline__ float WarpReduceSum(float v) {
   static_assert(
@@ -187,8 +188,8 @@ __device__ __forceinline__ void WarpSync() {
 #endif
 }
 
-// 2^x on the special-function unit (seed 1.4: the softmax scale is
-// pre-multiplied by log2(e) on the host so the kernels only need exp2).
+// 2^x on the special-function unit (the host pre-multiplies the softmax
+// scale by log2(e), so the kernels only need exp2).
 // exp2(-inf) = 0.
 __device__ __forceinline__ float FastExp2(float x) {
 #if defined(RADIXKV_GPU_AMD)
@@ -227,7 +228,47 @@ __device__ __forceinline__ uint16_t FloatToBf16Bits(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// The pool's 16-bit element type as a template flag: bf16 (kBf16) or fp16.
+template <bool kBf16>
+__device__ __forceinline__ float ElemToFloat(uint16_t bits) {
+  if constexpr (kBf16) {
+    return Bf16BitsToFloat(bits);
+  } else {
+    return HalfBitsToFloat(bits);
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint16_t FloatToElem(float f) {
+  if constexpr (kBf16) {
+    return FloatToBf16Bits(f);
+  } else {
+    return FloatToHalfBits(f);
+  }
+}
+
+// Two consecutive output elements as one 32-bit word (lo at the lower
+// address, little-endian), each rounded as FloatToElem does.
+template <bool kBf16>
+__device__ __forceinline__ uint32_t PackElemPair(float lo, float hi) {
+  return static_cast<uint32_t>(FloatToElem<kBf16>(lo)) |
+         (static_cast<uint32_t>(FloatToElem<kBf16>(hi)) << 16);
+}
+
 #endif  // __CUDACC__ || __HIPCC__
+
+// ------------------------------------------------------------ launch helpers
+
+// Opts `kernel` into `bytes` of dynamic shared memory (LDS) where that is
+// more than the 48 KB every kernel may use without asking. Returns the
+// runtime's error code (0 = success). Host code of the kernel files.
+template <typename Kernel>
+int SetSmemLimit(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return 0;
+  return static_cast<int>(hipFuncSetAttribute(
+      reinterpret_cast<const void*>(kernel),
+      hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
 
 }  // namespace radixkv::worker::gpu
 

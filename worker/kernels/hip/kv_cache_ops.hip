@@ -9,7 +9,7 @@
 // strided 2-byte stores (VDimStride() elements apart).
 //
 // Addresses come only from KvCacheGeometry::KOffset/VOffset
-// (worker/kv_cache_layout.h, seed 1.3).
+// (worker/kv_cache_layout.h).
 // hip_compat.h first: numeric_types.h's device branch uses the GPU runtime's
 // __float_as_uint / __uint_as_float, which hipcc declares only after the HIP
 // headers are included.

@@ -1,9 +1,9 @@
 // Paged decode attention v1 / v2 (split-KV) and the combine kernel.
 //
-// Seed 1.4 (vLLM PagedAttention v1/v2, combine with online-softmax
-// rescaling, exp2 with log2(e) folded into the scale) and seed 5.2 (the
-// Hygon port: KV head on the grid, each block loads a K/V tile once and
-// serves every query head of its GQA group, "REUSE_KV_TIMES").
+// vLLM's PagedAttention v1/v2 (csrc/attention/attention_kernels.cu: split-KV
+// partitions merged by a combine with online-softmax rescaling; exp2 with
+// log2(e) folded into the scale), with the KV head on the grid: each block
+// loads a K/V tile once and serves every query head of its GQA group.
 //
 // Grid: x = kv head (x head chunk of 16 query heads when the GQA group is
 // larger than 16), y = sequence, z = partition (v2; 1 for v1). A block owns
@@ -23,16 +23,14 @@
 //   * DecodePortableKernel (AMD, and a cross-check on NVIDIA): SIMT, warp
 //     width from hip_compat.h; each warp walks tokens, the lanes split
 //     head_dim, and the compile-time GQA group size kGroup (1, 2, 4, 8, 16;
-//     0 = generic, up to 16 at run time) sizes the per-head register arrays:
-//     the REUSE_KV_TIMES specialization of seed 5.2.
+//     0 = generic, up to 16 at run time) sizes the per-head register arrays.
 //
 // Addressing: every K/V address is KvCacheGeometry::KOffset/VOffset of the
 // token's slot (worker/kv_cache_layout.h). The offset is split into a
 // per-token base KOffset(slot, head, 0), computed once per token, plus a
 // loop-invariant per-lane dim delta KOffset(0, head, d) - KOffset(0, head, 0)
-// (the layouts are linear in (slot part, dim part)); this is the k_delta /
-// v_delta incremental addressing of seed 5.3 applied to slot-granular
-// kv_indices.
+// (the layouts are linear in (slot part, dim part); docs/kernel-notes.md
+// "Shared building blocks").
 #include "worker/kernels/hip/hip_compat.h"
 // clang-format off
 #include <cstdlib>
@@ -72,24 +70,6 @@ struct DecodeParams {
                       // separate CombineKernel merges the partitions
 };
 
-template <bool kBf16>
-__device__ __forceinline__ float ElemToFloat(uint16_t bits) {
-  if constexpr (kBf16) {
-    return Bf16BitsToFloat(bits);
-  } else {
-    return HalfBitsToFloat(bits);
-  }
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t FloatToElem(float f) {
-  if constexpr (kBf16) {
-    return FloatToBf16Bits(f);
-  } else {
-    return FloatToHalfBits(f);
-  }
-}
-
 // Block-level coordinates shared by both partition kernels.
 struct BlockWork {
   int32_t kv_head;
@@ -127,8 +107,8 @@ __device__ __forceinline__ BlockWork GetBlockWork(const DecodeParams& p) {
 
 // Merges kWarps per-warp partial results of `rows` query heads held in shared
 // memory (m, l in the base-2 domain; o_norm = O / l, 0 when l = 0) with the
-// seed 1.4 rescaling (attention_combine.h) and writes the block's result: the
-// final output + LSE (v1) or the partition's (m, l, O) triple (v2).
+// online-softmax rescaling (attention_combine.h) and writes the block's result:
+// the final output + LSE (v1) or the partition's (m, l, O) triple (v2).
 template <int D, int kWarps, bool kBf16>
 __device__ void MergeWarpsAndStore(const DecodeParams& p, const BlockWork& w,
                                    const float* m_s, const float* l_s,
@@ -179,7 +159,7 @@ __device__ void StoreEmptyRows(const DecodeParams& p, const BlockWork& w) {
 // pattern. Each thread fences its partial stores, then one thread counts the
 // block in on its (sequence, kv head, head chunk) counter; the block that
 // arrives last (ceil(len / P) arrivals) resets the counter to 0 for the next
-// launch and merges the partitions with seed 1.4's rescaling
+// launch and merges the partitions with the online-softmax rescaling
 // (attention_combine.h): one warp per query head, lanes over head_dim, the
 // (m, l) scans spread over the lanes.
 template <int D, bool kBf16>
@@ -287,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  // Loop-invariant dim deltas of this lane (seed 5.3 k_delta / v_delta).
+  // Loop-invariant dim deltas of this lane (k_delta / v_delta).
   int64_t k_delta[kPerLane];
   int64_t v_delta[kPerLane];
   const int64_t k0 = p.g.KOffset(0, w.kv_head, 0);
@@ -428,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, kFused&& D <= 128 ? 3 : 1)
   att.LoadQ(q_tile);
 
   // This lane always copies chunk `my_chunk` of rows lane / kChunksPerRow +
-  // i * kRowsPerPass: its dim deltas are loop-invariant (seed 5.3).
+  // i * kRowsPerPass: its dim deltas are loop-invariant.
   const int my_chunk = lane % kChunksPerRow;
   const int my_row0 = lane / kChunksPerRow;
   const bool lane_copies = lane < kRowsPerPass * kChunksPerRow;
@@ -562,7 +542,8 @@ __global__ void __launch_bounds__(kThreads, kFused&& D <= 128 ? 3 : 1)
 
 // --------------------------------------------------------------- combine
 
-// grid = (Hq, B), one block per (sequence, query head); seed 1.4's combine.
+// grid = (Hq, B), one block per (sequence, query head); vLLM's v2 reduce
+// step.
 // Reads the ceil(len / partition_size) partitions the sequence has.
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kThreads) CombineKernel(DecodeParams p) {
@@ -637,14 +618,6 @@ __global__ void __launch_bounds__(kThreads) CombineKernel(DecodeParams p) {
 }
 
 // ------------------------------------------------------------- dispatch
-
-template <typename Kernel>
-int SetSmemLimit(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return 0;
-  return static_cast<int>(hipFuncSetAttribute(
-      reinterpret_cast<const void*>(kernel),
-      hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
 
 // DecodeMmaKernel runs 16-key warp tiles and a 2-stage pipeline. Measured on
 // the H200 (docs/kernel-notes.md): 32-key tiles (fewer resident blocks) and
