@@ -22,6 +22,8 @@ PACKAGES=(
   libprotobuf-dev libabsl-dev
   # cache service persistence + metrics
   redis-server libhiredis-dev prometheus-cpp-dev
+  # router: the OpenAI-compatible HTTP API (evhttp)
+  libevent-dev
   # worker: tokenizer, BLAS, JSON, logging
   libsentencepiece-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev
