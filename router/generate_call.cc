@@ -367,7 +367,7 @@ void GenerateCall::OnChunkWritten(bool ok, int tokens) {
     if (!first_token_seen_ && tokens > 0) {
       first_token_seen_ = true;
       service_->metrics_->ObserveTimeToFirstToken(
-          params_.policy_name,
+          params_.api, params_.policy_name,
           absl::ToDoubleSeconds(absl::Now() - params_.arrival));
     }
   }
@@ -511,9 +511,10 @@ void GenerateCall::Finish(const std::string& outcome, absl::Status status) {
     }
     finished_ = true;
   }
-  service_->metrics_->CountRequest(params_.policy_name, decision_, outcome);
+  service_->metrics_->CountRequest(params_.api, params_.policy_name, decision_,
+                                   outcome);
   service_->metrics_->ObserveRequestDuration(
-      params_.policy_name, outcome,
+      params_.api, params_.policy_name, outcome,
       absl::ToDoubleSeconds(absl::Now() - params_.arrival));
   service_->Unregister(request_id());
   sink_->Finish(status);

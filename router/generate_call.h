@@ -59,6 +59,8 @@ struct GenerateCallParams {
   radixkv::v1::GenerateRequest request;
   PlacementPolicy* policy = nullptr;
   std::string policy_name;
+  // The front door, as the `api` metric label: "grpc" or "openai".
+  std::string api = "grpc";
   absl::Time arrival;
   // The client's deadline (InfiniteFuture: none); also every attempt's.
   absl::Time deadline = absl::InfiniteFuture();

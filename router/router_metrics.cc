@@ -126,11 +126,13 @@ void RouterMetrics::ObserveRouting(absl::string_view policy, double seconds,
   }
 }
 
-void RouterMetrics::CountRequest(absl::string_view policy,
+void RouterMetrics::CountRequest(absl::string_view api,
+                                 absl::string_view policy,
                                  absl::string_view decision,
                                  absl::string_view outcome) {
   f_->requests
-      ->Add({{"policy", std::string(policy)},
+      ->Add({{"api", std::string(api)},
+             {"policy", std::string(policy)},
              {"decision", std::string(decision)},
              {"outcome", std::string(outcome)}})
       .Increment();
@@ -148,19 +150,24 @@ void RouterMetrics::AddInFlight(int delta) {
   f_->in_flight->Increment(static_cast<double>(delta));
 }
 
-void RouterMetrics::ObserveRequestDuration(absl::string_view policy,
+void RouterMetrics::ObserveRequestDuration(absl::string_view api,
+                                           absl::string_view policy,
                                            absl::string_view outcome,
                                            double seconds) {
   f_->request_duration
-      ->Add(
-          {{"policy", std::string(policy)}, {"outcome", std::string(outcome)}},
-          RequestLatencyBuckets())
+      ->Add({{"api", std::string(api)},
+             {"policy", std::string(policy)},
+             {"outcome", std::string(outcome)}},
+            RequestLatencyBuckets())
       .Observe(seconds);
 }
 
-void RouterMetrics::ObserveTimeToFirstToken(absl::string_view policy,
+void RouterMetrics::ObserveTimeToFirstToken(absl::string_view api,
+                                            absl::string_view policy,
                                             double seconds) {
-  f_->ttft->Add({{"policy", std::string(policy)}}, RequestLatencyBuckets())
+  f_->ttft
+      ->Add({{"api", std::string(api)}, {"policy", std::string(policy)}},
+            RequestLatencyBuckets())
       .Observe(seconds);
 }
 

@@ -41,22 +41,26 @@ class RouterMetrics {
 
   void ObserveRouting(absl::string_view policy, double seconds,
                       int64_t prompt_tokens, int64_t predicted_hit_tokens);
-  // `outcome`: ok, aborted, client_cancelled, deadline_exceeded (the
+  // `api`: the front door, grpc (Router.Generate) or openai (the HTTP
+  // API). `outcome`: ok, aborted, client_cancelled, deadline_exceeded (the
   // client's deadline passed), failed_before_first_token,
-  // failed_after_tokens, invalid_argument, resource_exhausted, no_worker,
-  // cache_service_unavailable, other error code names.
-  void CountRequest(absl::string_view policy, absl::string_view decision,
-                    absl::string_view outcome);
+  // failed_after_tokens, invalid_argument, resource_exhausted (every
+  // worker refused it), overloaded (the router's in-flight bounds),
+  // not_found (a model not served), no_worker, cache_service_unavailable,
+  // unauthenticated, other error code names.
+  void CountRequest(absl::string_view api, absl::string_view policy,
+                    absl::string_view decision, absl::string_view outcome);
   void CountDispatch(const std::string& worker_id);
   void CountRetry(absl::string_view reason);
   void AddInFlight(int delta);
   // One finished Generate: arrival to final status, seconds; `outcome` as in
   // CountRequest.
-  void ObserveRequestDuration(absl::string_view policy,
+  void ObserveRequestDuration(absl::string_view api, absl::string_view policy,
                               absl::string_view outcome, double seconds);
   // Arrival to the first token written to the client, seconds (at most once
   // per request).
-  void ObserveTimeToFirstToken(absl::string_view policy, double seconds);
+  void ObserveTimeToFirstToken(absl::string_view api, absl::string_view policy,
+                               double seconds);
 
   // Histogram bucket upper bounds of request duration and TTFT, seconds.
   static const std::vector<double>& RequestLatencyBuckets();

@@ -15,19 +15,19 @@ using ::radixkv::process::ScrapeRegistry;
 TEST(RouterMetricsTest, RecordsRequestDurationByPolicyAndOutcome) {
   prometheus::Registry registry;
   RouterMetrics metrics(registry);
-  metrics.ObserveRequestDuration("prefix_aware", "ok", 0.5);
-  metrics.ObserveRequestDuration("prefix_aware", "ok", 1.25);
-  metrics.ObserveRequestDuration("round_robin", "no_worker", 0.002);
+  metrics.ObserveRequestDuration("grpc", "prefix_aware", "ok", 0.5);
+  metrics.ObserveRequestDuration("grpc", "prefix_aware", "ok", 1.25);
+  metrics.ObserveRequestDuration("grpc", "round_robin", "no_worker", 0.002);
 
   std::map<std::string, double> v = ScrapeRegistry(registry);
   const std::string ok =
-      "radixkv_router_request_duration_seconds{outcome=ok}{policy=prefix_"
-      "aware}";
+      "radixkv_router_request_duration_seconds{api=grpc}{outcome=ok}{policy="
+      "prefix_aware}";
   EXPECT_EQ(v[ok + "_count"], 2);
   EXPECT_DOUBLE_EQ(v[ok + "_sum"], 1.75);
   const std::string no_worker =
-      "radixkv_router_request_duration_seconds{outcome=no_worker}{policy="
-      "round_robin}";
+      "radixkv_router_request_duration_seconds{api=grpc}{outcome=no_worker}"
+      "{policy=round_robin}";
   EXPECT_EQ(v[no_worker + "_count"], 1);
   EXPECT_DOUBLE_EQ(v[no_worker + "_sum"], 0.002);
 }
@@ -35,17 +35,19 @@ TEST(RouterMetricsTest, RecordsRequestDurationByPolicyAndOutcome) {
 TEST(RouterMetricsTest, RecordsTimeToFirstTokenByPolicy) {
   prometheus::Registry registry;
   RouterMetrics metrics(registry);
-  metrics.ObserveTimeToFirstToken("prefix_aware", 0.125);
-  metrics.ObserveTimeToFirstToken("prefix_aware", 0.375);
+  metrics.ObserveTimeToFirstToken("grpc", "prefix_aware", 0.125);
+  metrics.ObserveTimeToFirstToken("grpc", "prefix_aware", 0.375);
 
   std::map<std::string, double> v = ScrapeRegistry(registry);
   const std::string ttft =
-      "radixkv_router_time_to_first_token_seconds{policy=prefix_aware}";
+      "radixkv_router_time_to_first_token_seconds{api=grpc}{policy=prefix_"
+      "aware}";
   EXPECT_EQ(v[ttft + "_count"], 2);
   EXPECT_DOUBLE_EQ(v[ttft + "_sum"], 0.5);
-  EXPECT_EQ(v.count("radixkv_router_time_to_first_token_seconds{policy="
-                    "round_robin}_count"),
-            0u);
+  EXPECT_EQ(
+      v.count("radixkv_router_time_to_first_token_seconds{api=grpc}{policy="
+              "round_robin}_count"),
+      0u);
 }
 
 TEST(RouterMetricsTest, ExportsBuildInfo) {

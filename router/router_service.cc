@@ -67,9 +67,10 @@ class RouterService::GrpcGenerateReactor final
       const std::string outcome = absl::IsResourceExhausted(refused)
                                       ? "overloaded"
                                       : StatusCodeLabel(refused.code());
-      service->metrics_->CountRequest(params.policy_name, "none", outcome);
+      service->metrics_->CountRequest(params.api, params.policy_name, "none",
+                                      outcome);
       service->metrics_->ObserveRequestDuration(
-          params.policy_name, outcome,
+          params.api, params.policy_name, outcome,
           absl::ToDoubleSeconds(absl::Now() - params.arrival));
       Finish(refused);
       return;

@@ -381,7 +381,7 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
   EXPECT_EQ(cache_.last_model(), "demo");  // discovered through Stats
   const std::string text = MetricsText();
   ExpectMetricLine(text,
-                   "radixkv_router_requests_total{decision=\"prefix_hit\","
+                   "radixkv_router_requests_total{api=\"grpc\",decision=\"prefix_hit\","
                    "outcome=\"ok\",policy=\"cache_aware\"} 1");
   ExpectMetricLine(text,
                    "radixkv_router_predicted_hit_tokens_total{policy="
@@ -393,11 +393,11 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
                    "\"cache_aware\"} 1");
   // Three streamed tokens: one end-to-end and exactly one TTFT sample.
   ExpectMetricLine(text,
-                   "radixkv_router_request_duration_seconds_count{outcome="
+                   "radixkv_router_request_duration_seconds_count{api=\"grpc\",outcome="
                    "\"ok\",policy=\"cache_aware\"} 1\n");
   ExpectMetricLine(text,
                    "radixkv_router_time_to_first_token_seconds_count{"
-                   "policy=\"cache_aware\"} 1\n");
+                   "api=\"grpc\",policy=\"cache_aware\"} 1\n");
 }
 
 // The router discovers the served model in the background from start-up, so
@@ -442,7 +442,7 @@ TEST_F(RouterServiceTest, EmptyPromptIsInvalid) {
   EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
   const std::string text = MetricsText();
   ExpectMetricLine(text,
-                   "radixkv_router_request_duration_seconds_count{outcome="
+                   "radixkv_router_request_duration_seconds_count{api=\"grpc\",outcome="
                    "\"invalid_argument\"");
   EXPECT_EQ(text.find("radixkv_router_time_to_first_token_seconds_count"),
             std::string::npos)
@@ -1133,14 +1133,14 @@ TEST_F(RouterServiceTest, EveryOutcomeIsCountedAndTimedOnce) {
   ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
   const std::string text = MetricsText();
   ExpectMetricLine(text,
-                   "radixkv_router_requests_total{decision=\"none\","
+                   "radixkv_router_requests_total{api=\"grpc\",decision=\"none\","
                    "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
   ExpectMetricLine(text,
                    "radixkv_router_request_duration_seconds_count{"
-                   "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
+                   "api=\"grpc\",outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
   ExpectMetricLine(text,
                    "radixkv_router_request_duration_seconds_count{"
-                   "outcome=\"ok\",policy=\"cache_aware\"} 1");
+                   "api=\"grpc\",outcome=\"ok\",policy=\"cache_aware\"} 1");
 }
 
 }  // namespace
