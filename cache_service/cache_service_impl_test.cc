@@ -38,6 +38,7 @@ namespace {
 
 namespace pb = ::radixkv::v1;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr int64_t kStartMs = 1'000'000;
@@ -568,6 +569,36 @@ TEST_F(CacheServiceImplTest, GrowForkErrorPathsAndValues) {
   ASSERT_TRUE(h_.service().CheckInvariantsForTest().ok());
 }
 
+// Through the public API: a forked child shares its parent's KV of
+// positions 0..7, of which 5..7 the parent generated. Once the parent has
+// committed them, a child commit with other tokens there is refused (it
+// would put the parent's KV in the tree under tokens it never computed).
+TEST(CacheServiceForkTest, ChildCommitMustAgreeWithTheSharedPositions) {
+  for (int32_t page_size : {1, 16}) {
+    SCOPED_TRACE(absl::StrCat("page_size ", page_size));
+    ServiceHarness h;
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(h.Register("w", 64, page_size, 1, "m", nullptr, 100).ok());
+    pb::AcquireResponse a;
+    ASSERT_TRUE(h.Acquire("w", 1, {1, 2, 3, 4, 5}, &a, 5).ok());
+    pb::ForkResponse c;
+    ASSERT_TRUE(h.Fork(a.lease_id(), 1, 8, &c).ok());
+    ASSERT_TRUE(h.Commit(a.lease_id(), {1, 2, 3, 4, 5, 6, 7, 8}).ok());
+    const std::string before = h.Dump();
+    const grpc::Status refused =
+        h.Commit(c.children(0).lease_id(), {1, 2, 3, 4, 5, 9, 9, 9});
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(refused.error_message(),
+                HasSubstr("disagree at position 5 with the KV it shares "
+                          "through Fork"));
+    EXPECT_EQ(h.Dump(), before);
+    pb::AcquireResponse later;
+    ASSERT_TRUE(h.Acquire("w", 1, {1, 2, 3, 4, 5, 9, 9, 9, 0}, &later).ok());
+    EXPECT_EQ(later.prefix_len(), 5);
+    ASSERT_TRUE(h.service().CheckInvariantsForTest().ok());
+  }
+}
+
 TEST_F(CacheServiceImplTest, CommitAndReleaseErrorPaths) {
   pb::AcquireResponse lease;
   ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &lease, 4).ok());
@@ -1043,6 +1074,36 @@ TEST(CacheServiceRedisTest, RestartReplaysSnapshotAndJournal) {
     ASSERT_TRUE(h.Heartbeat("w0", 1, {open_lease}, &hb).ok());
     EXPECT_THAT(hb.lost_lease_ids(), IsEmpty());
     ASSERT_TRUE(h.Commit(open_lease, Range(1, 41)).ok());
+  }
+}
+
+// What a fork family fixed is rebuilt by replay (and kept in snapshots).
+TEST(CacheServiceRedisTest, ForkFamilyKnowledgeSurvivesARestart) {
+  auto redis = RedisServerProcess::Start(TempDir("fork"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  uint64_t child = 0;
+  int64_t epoch = 0;
+  // From the journal, then from a snapshot taken after every operation.
+  for (int64_t snapshot_every_ops : {10'000, 1}) {
+    SCOPED_TRACE(absl::StrCat("snapshot_every_ops ", snapshot_every_ops));
+    ++epoch;
+    {
+      ServiceHarness h(OpenJournal((*redis)->port()), snapshot_every_ops);
+      ASSERT_TRUE(h.ok());
+      ASSERT_TRUE(h.Register("w", 64, 1, epoch).ok());
+      pb::AcquireResponse a;
+      ASSERT_TRUE(h.Acquire("w", epoch, {1, 2, 3}, &a, 4).ok());
+      pb::ForkResponse c;
+      ASSERT_TRUE(h.Fork(a.lease_id(), 1, 6, &c).ok());
+      child = c.children(0).lease_id();
+      ASSERT_TRUE(h.Commit(a.lease_id(), {1, 2, 3, 4, 5, 6}).ok());
+    }
+    ServiceHarness h(OpenJournal((*redis)->port()));
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h.service().recovery().replay_errors, 0);
+    EXPECT_EQ(h.Commit(child, {1, 2, 3, 4, 0, 6}).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    ASSERT_TRUE(h.Commit(child, {1, 2, 3, 4, 5, 6}).ok());
   }
 }
 

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "cache_service/fork_links.h"
 #include "cache_service/lease_table.h"
 #include "cache_service/radix_tree.h"
 
@@ -179,7 +180,10 @@ class Reader {
   bool ok_ = true;
 };
 
-constexpr std::string_view kSnapshotMagic = "radixkv.cache_state.v1";
+// v2 added each lease's shared_tokens and the fork links; v1 snapshots
+// (no fork families known) are still read.
+constexpr std::string_view kSnapshotMagicV1 = "radixkv.cache_state.v1";
+constexpr std::string_view kSnapshotMagic = "radixkv.cache_state.v2";
 
 // True when some token, read as uint32, is >= limit (so negative ids count as
 // huge). SSE2 (baseline x86-64): unsigned compare as signed compare of
@@ -307,11 +311,31 @@ class CacheStateImpl {
   int32_t RemoveWorker(const std::string& worker_id);
   std::vector<int64_t> TableSlots(const Lease& lease, int32_t page_size,
                                   int64_t from, int64_t to) const;
+  // INVALID_ARGUMENT naming the first position where `tokens` contradict
+  // what the lease's KV is known to hold (its prompt, then the tokens its
+  // fork family committed at positions it shares).
+  absl::Status CheckCommitAgrees(const Lease& lease,
+                                 const std::vector<int32_t>& tokens) const;
+  // After a Commit of `lease_id` with `tokens`: every lease sharing some of
+  // positions [0, len(tokens)) with it through Fork learns their tokens.
+  void ShareCommittedTokens(uint64_t lease_id,
+                            const std::vector<int32_t>& tokens);
+  // Snapshot restore: links the leases as `links` say. INVALID_ARGUMENT
+  // when a link names an unknown lease, joins two workers, is longer than a
+  // table or closes a cycle.
+  absl::Status RestoreForkLinks(const std::vector<ForkLink>& links);
+  // The fork-link part of CheckInvariants.
+  absl::Status CheckForkLinks() const;
+  // No slot of a worker is held by two tree records (CheckInvariants).
+  absl::Status CheckSlotsHeldOnce(const WorkerEntry& worker,
+                                  const ModelEntry& model) const;
 
   CacheOptions options_;
   std::map<std::string, WorkerEntry> workers_;
   std::map<std::string, ModelEntry> models_;
   LeaseTable leases_;
+  // Which live leases share KV positions through Fork.
+  ForkLinks fork_links_;
   uint64_t next_node_id_ = 1;
   int64_t expired_leases_total_ = 0;
 };
@@ -421,6 +445,7 @@ int64_t CacheStateImpl::EndLease(Lease* lease) {
   }
   worker.lease_ids.erase(lease->id);
   worker.lease_page_refs -= static_cast<int64_t>(lease->pages.size());
+  fork_links_.Remove(lease->id);
   leases_.Erase(lease->id);
   return freed;
 }
@@ -441,13 +466,56 @@ std::vector<int64_t> CacheStateImpl::TableSlots(const Lease& lease,
   return slots;
 }
 
+absl::Status CacheStateImpl::CheckCommitAgrees(
+    const Lease& lease, const std::vector<int32_t>& tokens) const {
+  const int64_t n =
+      std::min(static_cast<int64_t>(tokens.size()), lease.known_length());
+  const int64_t prompt = static_cast<int64_t>(lease.prompt.size());
+  for (int64_t p = 0; p < n; ++p) {
+    const int32_t known = lease.known_token(p);
+    if (tokens[p] == known) continue;
+    if (p < prompt) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("commit tokens of lease ", lease.id,
+                       " do not extend its prompt: position ", p,
+                       " holds token ", tokens[p], ", the prompt ", known));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "commit tokens of lease ", lease.id, " disagree at position ", p,
+        " with the KV it shares through Fork: a lease of its fork family "
+        "committed token ",
+        known, " there, this commit has ", tokens[p]));
+  }
+  return absl::OkStatus();
+}
+
+void CacheStateImpl::ShareCommittedTokens(uint64_t lease_id,
+                                          const std::vector<int32_t>& tokens) {
+  fork_links_.Visit(lease_id, static_cast<int64_t>(tokens.size()),
+                    [&](uint64_t other, int64_t shared) {
+                      Lease* lease = leases_.Find(other);
+                      const int64_t known = lease->known_length();
+                      // Everything past `other` already knows what it knows
+                      // (the links keep knowledge propagated), so the walk can
+                      // stop there.
+                      if (known >= shared) return false;
+                      lease->shared_tokens.insert(lease->shared_tokens.end(),
+                                                  tokens.begin() + known,
+                                                  tokens.begin() + shared);
+                      return true;
+                    });
+}
+
 int32_t CacheStateImpl::RemoveWorker(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   WorkerEntry& worker = it->second;
   const int32_t released = static_cast<int32_t>(worker.lease_ids.size());
   // The worker's pool is gone: its leases and residency vanish without
   // touching its allocator (which is dropped with it).
-  for (uint64_t id : worker.lease_ids) leases_.Erase(id);
+  for (uint64_t id : worker.lease_ids) {
+    fork_links_.Remove(id);
+    leases_.Erase(id);
+  }
   ModelEntry& model = models_.at(worker.info.model);
   for (auto t = model.trees.begin(); t != model.trees.end();) {
     t->second->RemoveWorker(worker.bit);
@@ -934,6 +1002,12 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
     child.prompt.assign(p.prompt.begin(),
                         p.prompt.begin() + std::min<int64_t>(request.num_tokens,
                                                              p.prompt.size()));
+    // What the family already fixed at the shared positions past the prompt.
+    const int64_t known = std::min(request.num_tokens, p.known_length());
+    for (int64_t k = static_cast<int64_t>(child.prompt.size()); k < known;
+         ++k) {
+      child.shared_tokens.push_back(p.known_token(k));
+    }
     child.priority = p.priority;
     child.prefix_len = std::min(p.prefix_len, request.num_tokens);
     child.pages.assign(p.pages.begin(), p.pages.begin() + shared_pages);
@@ -947,6 +1021,7 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
           p.terminal, child.prefix_len, worker.bit);
     }
     Lease* added = leases_.Add(std::move(child));
+    fork_links_.Link(parent_id, added->id, request.num_tokens);
     worker.lease_ids.insert(added->id);
     worker.lease_page_refs += shared_pages;
     result.children.push_back(ForkedLease{
@@ -970,10 +1045,8 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
                      ": must be in [", lease->prompt.size(), " (prompt), ",
                      lease->length, " (lease length)]"));
   }
-  if (!std::equal(lease->prompt.begin(), lease->prompt.end(),
-                  request.tokens.begin())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "commit tokens of lease ", lease->id, " do not extend its prompt"));
+  if (absl::Status s = CheckCommitAgrees(*lease, request.tokens); !s.ok()) {
+    return s;
   }
   if (absl::Status s = ValidateTokens(request.tokens, worker.info.vocab_size);
       !s.ok()) {
@@ -993,6 +1066,7 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
   }
   const InsertResult inserted =
       tree->Insert(request.tokens, slots, bit, now_ms, lease->priority);
+  ShareCommittedTokens(lease->id, request.tokens);
   CommitResult result;
   result.inserted_tokens = inserted.inserted_tokens;
   int64_t freed_pages = 0;
@@ -1021,7 +1095,13 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
         lease->pages[k] = page;
       }
     }
+    // Known tokens past the commit stay known.
+    std::vector<int32_t> still_known;
+    for (int64_t p = n; p < lease->known_length(); ++p) {
+      still_known.push_back(lease->known_token(p));
+    }
     lease->prompt = request.tokens;
+    lease->shared_tokens = std::move(still_known);
     lease->prefix_len = n;
     leases_.Renew(lease, now_ms + options_.lease_ttl_ms);
     result.kv_indices = TableSlots(*lease, page_size, 0, lease->length);
@@ -1223,6 +1303,13 @@ std::string CacheStateImpl::CanonicalDump() const {
                     " length=", l.length, " expires_at_ms=", l.expires_at_ms,
                     "\n  prompt=[", Runs(l.prompt), "] pages=[", Runs(l.pages),
                     "]\n");
+    if (!l.shared_tokens.empty()) {
+      absl::StrAppend(&out, "  shared_tokens=[", Runs(l.shared_tokens), "]\n");
+    }
+  }
+  for (const ForkLink& link : fork_links_.Links()) {
+    absl::StrAppend(&out, "fork_link ", link.a, " ", link.b,
+                    " shared=", link.shared, "\n");
   }
   return out;
 }
@@ -1308,6 +1395,14 @@ std::string CacheStateImpl::Serialize() const {
     w.I32s(l.pages);
     w.I64(l.length);
     w.I64(l.expires_at_ms);
+    w.I32s(l.shared_tokens);
+  }
+  const std::vector<ForkLink> links = fork_links_.Links();
+  w.U64(links.size());
+  for (const ForkLink& link : links) {
+    w.U64(link.a);
+    w.U64(link.b);
+    w.I64(link.shared);
   }
   return w.Take();
 }
@@ -1320,7 +1415,11 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     return absl::DataLossError(
         absl::StrCat("cache_state snapshot: ", std::string(what)));
   };
-  if (r.Str() != kSnapshotMagic || !r.ok()) return corrupt("bad magic");
+  const std::string magic = r.Str();
+  if (!r.ok() || (magic != kSnapshotMagic && magic != kSnapshotMagicV1)) {
+    return corrupt("bad magic");
+  }
+  const bool v1 = magic == kSnapshotMagicV1;
   const uint64_t next_lease_id = r.U64();
   state->next_node_id_ = r.U64();
   state->expired_leases_total_ = r.I64();
@@ -1444,12 +1543,14 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     l.pages = r.I32s();
     l.length = r.I64();
     l.expires_at_ms = r.I64();
+    if (!v1) l.shared_tokens = r.I32s();
     if (!r.ok()) break;
     WorkerEntry* worker = state->FindWorker(l.worker_id);
     if (worker == nullptr || worker->info.model != l.model ||
         l.length < static_cast<int64_t>(l.prompt.size()) ||
         static_cast<int64_t>(l.pages.size()) !=
-            CeilDiv(l.length, worker->info.page_size)) {
+            CeilDiv(l.length, worker->info.page_size) ||
+        l.known_length() > l.length) {
       return corrupt("bad lease record");
     }
     for (int32_t page : l.pages) {
@@ -1479,6 +1580,14 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     worker->lease_ids.insert(added->id);
     worker->lease_page_refs += static_cast<int64_t>(added->pages.size());
   }
+  std::vector<ForkLink> links;
+  const uint64_t num_links = v1 ? 0 : r.U64();
+  for (uint64_t i = 0; i < num_links && r.ok(); ++i) {
+    links.push_back(ForkLink{r.U64(), r.U64(), r.I64()});
+  }
+  if (absl::Status s = state->RestoreForkLinks(links); r.ok() && !s.ok()) {
+    return corrupt(std::string(s.message()));
+  }
   if (!r.ok() || !r.done()) return corrupt("truncated or trailing bytes");
   if (next_lease_id < state->leases_.next_id()) {
     return corrupt("next_lease_id below a lease id");
@@ -1501,6 +1610,120 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     return corrupt(std::string(s.message()));
   }
   return state;
+}
+
+namespace {
+
+// Union-find root of x over `parent` (absent = its own root).
+uint64_t ForestRoot(absl::flat_hash_map<uint64_t, uint64_t>& parent,
+                    uint64_t x) {
+  while (true) {
+    auto it = parent.find(x);
+    if (it == parent.end() || it->second == x) return x;
+    x = it->second;
+  }
+}
+
+}  // namespace
+
+absl::Status CacheStateImpl::RestoreForkLinks(
+    const std::vector<ForkLink>& links) {
+  absl::flat_hash_map<uint64_t, uint64_t> parent;
+  for (const ForkLink& link : links) {
+    const Lease* a = leases_.Find(link.a);
+    const Lease* b = leases_.Find(link.b);
+    if (a == nullptr || b == nullptr || link.a >= link.b ||
+        a->worker_id != b->worker_id || link.shared < 1 ||
+        link.shared > std::min(a->length, b->length)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad fork link ", link.a, "-", link.b));
+    }
+    const uint64_t ra = ForestRoot(parent, link.a);
+    const uint64_t rb = ForestRoot(parent, link.b);
+    if (ra == rb) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fork link ", link.a, "-", link.b, " closes a cycle"));
+    }
+    parent[ra] = rb;
+    fork_links_.Link(link.a, link.b, link.shared);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckForkLinks() const {
+  absl::flat_hash_map<uint64_t, uint64_t> parent;
+  for (const ForkLink& link : fork_links_.Links()) {
+    const std::string name = absl::StrCat("fork link ", link.a, "-", link.b);
+    const Lease* a = leases_.Find(link.a);
+    const Lease* b = leases_.Find(link.b);
+    if (a == nullptr || b == nullptr) {
+      return absl::InternalError(name + ": names an ended lease");
+    }
+    if (a->worker_id != b->worker_id || link.shared < 1 ||
+        link.shared > std::min(a->length, b->length)) {
+      return absl::InternalError(
+          name + ": joins two workers or is longer than a table");
+    }
+    const uint64_t ra = ForestRoot(parent, link.a);
+    const uint64_t rb = ForestRoot(parent, link.b);
+    if (ra == rb) return absl::InternalError(name + ": closes a cycle");
+    parent[ra] = rb;
+    // Both ends know the same tokens of the shared positions (a Commit told
+    // every lease sharing them).
+    const int64_t known_a = std::min(link.shared, a->known_length());
+    const int64_t known_b = std::min(link.shared, b->known_length());
+    if (known_a != known_b) {
+      return absl::InternalError(
+          absl::StrCat(name, ": the leases know ", known_a, " and ", known_b,
+                       " of the ", link.shared, " shared tokens"));
+    }
+    for (int64_t p = 0; p < known_a; ++p) {
+      if (a->known_token(p) != b->known_token(p)) {
+        return absl::InternalError(absl::StrCat(
+            name, ": the leases disagree on the token of position ", p));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckSlotsHeldOnce(const WorkerEntry& worker,
+                                                const ModelEntry& model) const {
+  // One bit per slot: the record holding a slot is the only one that may
+  // (two records on one slot would give one KV two token prefixes).
+  std::vector<bool> held(worker.allocator->capacity_slots(), false);
+  int64_t twice = -1;
+  uint64_t second_node = 0;
+  for (const auto& [salt, tree] : model.trees) {
+    tree->ForEachPreorder([&](const RadixNode& node) {
+      const Residency* r = node.residency(worker.bit);
+      if (r == nullptr || twice >= 0) return;
+      for (int32_t slot : r->slots) {
+        if (held[slot]) {
+          twice = slot;
+          second_node = node.id();
+          return;
+        }
+        held[slot] = true;
+      }
+    });
+  }
+  if (twice < 0) return absl::OkStatus();
+  uint64_t first_node = 0;
+  for (const auto& [salt, tree] : model.trees) {
+    tree->ForEachPreorder([&](const RadixNode& node) {
+      const Residency* r = node.residency(worker.bit);
+      if (r == nullptr || first_node != 0) return;
+      if (std::find(r->slots.begin(), r->slots.end(), twice) !=
+          r->slots.end()) {
+        first_node = node.id();
+      }
+    });
+  }
+  return absl::InternalError(
+      absl::StrCat("worker ", worker.info.worker_id, ": slot ", twice,
+                   " is held by two tree records (nodes ", first_node, " and ",
+                   second_node, ")"));
 }
 
 absl::Status CacheStateImpl::CheckInvariants() const {
@@ -1619,6 +1842,9 @@ absl::Status CacheStateImpl::CheckInvariants() const {
         ++protects[page];
       }
     }
+    if (absl::Status s = CheckSlotsHeldOnce(worker, m->second); !s.ok()) {
+      return s;
+    }
     if (queued != worker.queue->size()) {
       return absl::InternalError(
           absl::StrCat("worker ", id, ": eviction queue holds ",
@@ -1658,7 +1884,7 @@ absl::Status CacheStateImpl::CheckInvariants() const {
                                  ": free + evictable + protected != capacity");
     }
   }
-  return absl::OkStatus();
+  return CheckForkLinks();
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>>

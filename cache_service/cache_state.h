@@ -421,7 +421,11 @@ class CacheState {
   // parent (page ref counts + 1, no copy; seed 1.2 fork). Each child locks
   // the parent's tree path up to its own prefix, min(parent prefix_len,
   // num_tokens) tokens (splitting an edge there), and has the parent's
-  // prompt truncated to num_tokens. Renews the parent. NOT_FOUND: unknown or
+  // prompt truncated to num_tokens. The children join the parent's fork
+  // family (fork_links.h): they hold its KV of positions [0, num_tokens),
+  // so the tokens of those positions are whatever the first Commit of any
+  // family member says they are (see Commit). Renews the parent. NOT_FOUND:
+  // unknown or
   // expired lease. INVALID_ARGUMENT: num_children outside [1, 64], num_tokens
   // outside [1, lease length]. RESOURCE_EXHAUSTED: the worker's leases would
   // hold more than max(2^20, 32 x pool pages) page references together (a bound
@@ -437,9 +441,16 @@ class CacheState {
   // edge they end inside is split there, so Grow can evict the rest),
   // its fully duplicated pages remapped to the tree's pages, its prompt
   // becoming `tokens`, and it is renewed.
+  // Fork families: a Commit fixes the tokens of the positions the lease
+  // shares with other leases through Fork, for all of them; a later Commit
+  // of any of them must carry the same tokens there. Forks at the end of a
+  // prompt (parallel sampling) share only prompt positions, which every
+  // child's prompt already fixes.
   // NOT_FOUND: unknown or expired lease (includes double Commit/Release).
-  // INVALID_ARGUMENT: tokens do not start with the lease's prompt, are longer
-  // than the lease's table, or hold ids outside the vocab.
+  // INVALID_ARGUMENT: tokens do not start with the lease's prompt, disagree
+  // with the tokens a lease of its fork family committed at a shared
+  // position (the message names the first such position), are longer than
+  // the lease's table, or hold ids outside the vocab.
   absl::StatusOr<CommitResult> Commit(const CommitRequest& request,
                                       int64_t now_ms);
 
@@ -489,7 +500,10 @@ class CacheState {
   // holders (leases' tables, residency records); each lock_ref equals the
   // number of leases whose path crosses it and is >= 0; residency is
   // prefix-closed; no zero-length or empty non-root node; children keyed by
-  // their first token; eviction queues hold exactly the unlocked leaves.
+  // their first token; eviction queues hold exactly the unlocked leaves; no
+  // slot is held by two tree records; fork links join live leases of one
+  // worker as a forest, and both ends of a link know the same tokens of the
+  // positions it shares.
   // INTERNAL with a description of the first violation.
   absl::Status CheckInvariants() const;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cache_service/cache_state_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,84 +19,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr int64_t kNow = 1'000'000;
+using testing::Acq;
+using testing::Concat;
+using testing::kNow;
+using testing::Range;
+using testing::Worker;
 
-RegisterWorkerRequest Worker(const std::string& id, int64_t capacity,
-                             int32_t page_size, int64_t epoch = 1,
-                             const std::string& model = "m") {
-  RegisterWorkerRequest r;
-  r.worker_id = id;
-  r.address = id + ":50051";
-  r.capacity_slots = capacity;
-  r.page_size = page_size;
-  r.model = model;
-  r.epoch = epoch;
-  r.vocab_size = 1000;
-  return r;
-}
-
-AcquireRequest Acq(const std::string& worker, std::vector<int32_t> tokens,
-                   int32_t reserve = 0, int64_t epoch = 1) {
-  AcquireRequest r;
-  r.worker_id = worker;
-  r.epoch = epoch;
-  r.model = "m";
-  r.tokens = std::move(tokens);
-  r.reserve_tokens = reserve;
-  return r;
-}
-
-std::vector<int32_t> Range(int32_t from, int32_t to) {  // [from, to]
-  std::vector<int32_t> v(to - from + 1);
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
-
-std::vector<int32_t> Concat(std::vector<int32_t> a,
-                            const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-class CacheStateTest : public ::testing::Test {
+class CacheStateTest : public testing::CacheStateTestBase {
  protected:
-  void Register(const RegisterWorkerRequest& r) {
-    ASSERT_TRUE(state_.RegisterWorker(r, kNow).ok());
-  }
-  AcquireResult MustAcquire(const AcquireRequest& r) {
-    absl::StatusOr<AcquireResult> result = state_.Acquire(r, kNow);
-    EXPECT_TRUE(result.ok()) << result.status();
-    ExpectInvariants();
-    return result.ok() ? *result : AcquireResult{};
-  }
-  CommitResult MustCommit(uint64_t lease, std::vector<int32_t> tokens,
-                          bool keep = false) {
-    absl::StatusOr<CommitResult> result =
-        state_.Commit(CommitRequest{lease, std::move(tokens), keep}, kNow);
-    EXPECT_TRUE(result.ok()) << result.status();
-    ExpectInvariants();
-    return result.ok() ? *result : CommitResult{};
-  }
-  // Acquire + Commit of the whole prompt.
-  void Store(const std::string& worker, const std::vector<int32_t>& tokens) {
-    const AcquireResult a = MustAcquire(Acq(worker, tokens));
-    MustCommit(a.lease_id, tokens);
-  }
-  WorkerStats StatsOf(const std::string& worker) {
-    absl::StatusOr<StatsResult> s = state_.Stats(worker, kNow);
-    EXPECT_TRUE(s.ok());
-    return s->workers.at(0);
-  }
-  void ExpectInvariants() {
-    const absl::Status s = state_.CheckInvariants();
-    EXPECT_TRUE(s.ok()) << s << "\n" << state_.CanonicalDump();
-  }
-  void ExpectBalanced(const std::string& worker) {
-    const WorkerStats s = StatsOf(worker);
-    EXPECT_EQ(s.free_slots + s.evictable_slots + s.protected_slots,
-              s.capacity_slots);
-    ExpectInvariants();
-  }
   // Every "lock_ref=N" in the dump.
   std::vector<int> LockRefs() {
     std::vector<int> refs;
@@ -106,8 +37,6 @@ class CacheStateTest : public ::testing::Test {
     }
     return refs;
   }
-
-  CacheState state_;
 };
 
 // (a) insert [1..8]; match and lock [1..4]; insert [1,2,3,4,9]; unlock ->
