@@ -138,19 +138,18 @@ absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
   return absl::OkStatus();
 }
 
-// The live Register: ApplyRegister behind the vocab admission check
-// (CacheState::CheckVocabAgreesWithLiveWorkers). A rejected call is not
-// journaled; replay uses ApplyRegister alone, so journals written before
-// the check existed (which may hold disagreeing vocabularies) replay as
-// they did.
+// The live Register: ApplyRegister behind the admission checks of the
+// metadata bounds and the vocabulary (CacheState::CheckRegisterWithinBounds,
+// CheckVocabAgreesWithLiveWorkers). A rejected call is not journaled;
+// replay uses ApplyRegister alone, so journals written before a check
+// existed, or under other bounds, replay as they did.
 absl::Status AdmitAndApplyRegister(CacheState& state,
                                    const pb::RegisterRequest& req,
                                    int64_t now_ms, pb::RegisterResponse* resp) {
-  if (absl::Status s =
-          state.CheckVocabAgreesWithLiveWorkers(FromProto(req), now_ms);
-      !s.ok()) {
-    return s;
-  }
+  const RegisterWorkerRequest r = FromProto(req);
+  absl::Status s = state.CheckRegisterWithinBounds(r);
+  if (s.ok()) s = state.CheckVocabAgreesWithLiveWorkers(r, now_ms);
+  if (!s.ok()) return s;
   return ApplyRegister(state, req, now_ms, resp);
 }
 
@@ -231,18 +230,34 @@ absl::Status ApplyFork(CacheState& state, const pb::ForkRequest& req,
   return absl::OkStatus();
 }
 
-absl::Status ApplyCommit(CacheState& state, const pb::CommitRequest& req,
-                         int64_t now_ms, pb::CommitResponse* resp) {
+CommitRequest FromProto(const pb::CommitRequest& req) {
   CommitRequest r;
   r.lease_id = req.lease_id();
   r.tokens = ToVector(req.tokens());
   r.keep_lease = req.keep_lease();
-  absl::StatusOr<CommitResult> result = state.Commit(r, now_ms);
+  return r;
+}
+
+absl::Status ApplyCommit(CacheState& state, const pb::CommitRequest& req,
+                         int64_t now_ms, pb::CommitResponse* resp) {
+  absl::StatusOr<CommitResult> result = state.Commit(FromProto(req), now_ms);
   if (!result.ok()) return result.status();
   resp->set_inserted_tokens(result->inserted_tokens);
   resp->set_freed_slots(result->freed_slots);
   ToProto(result->kv_indices, resp->mutable_kv_indices());
   return absl::OkStatus();
+}
+
+// The live Commit: ApplyCommit behind the tree-count bound
+// (CacheState::CheckCommitWithinBounds); replay uses ApplyCommit alone.
+absl::Status AdmitAndApplyCommit(CacheState& state,
+                                 const pb::CommitRequest& req, int64_t now_ms,
+                                 pb::CommitResponse* resp) {
+  if (absl::Status s = state.CheckCommitWithinBounds(FromProto(req), now_ms);
+      !s.ok()) {
+    return s;
+  }
+  return ApplyCommit(state, req, now_ms, resp);
 }
 
 absl::Status ApplyRelease(CacheState& state, const pb::ReleaseRequest& req,
@@ -443,6 +458,31 @@ int64_t CacheServiceImpl::NowForRead() const {
                   last_now_ms_for_read_.load(std::memory_order_relaxed));
 }
 
+absl::Status CacheServiceImpl::OutOfMemoryLocked(CacheRpc rpc) {
+  const std::string what = absl::StrCat(
+      "the cache service ran out of memory applying ", CacheRpcName(rpc));
+  if (journal_ != nullptr) {
+    // The call may be half applied; Redis holds the state without it.
+    spdlog::error("{}; rebuilding the state from redis", what);
+    if (!journal_broken_.exchange(true) && options_.availability_observer) {
+      options_.availability_observer(false);
+    }
+    return absl::ResourceExhaustedError(
+        what + "; it is not applied (the state is rebuilt from redis)");
+  }
+  absl::Status invariants;
+  try {
+    invariants = state_.CheckInvariants();
+  } catch (const std::bad_alloc&) {
+    invariants = absl::ResourceExhaustedError("out of memory");
+  }
+  if (invariants.ok()) return absl::ResourceExhaustedError(what);
+  spdlog::critical("{}; the in-memory state may be inconsistent ({})", what,
+                   invariants.ToString());
+  return absl::InternalError(absl::StrCat(
+      what, "; the in-memory state may be inconsistent: restart the service"));
+}
+
 absl::Status CacheServiceImpl::Available() const {
   if (journal_broken_.load()) {
     return absl::UnavailableError(
@@ -570,7 +610,11 @@ void CacheServiceImpl::RunMutation(
     status = Available();
     if (status.ok()) {
       const int64_t now_ms = NowLocked();
-      status = apply(state_, request, now_ms, response);
+      try {
+        status = apply(state_, request, now_ms, response);
+      } catch (const std::bad_alloc&) {
+        status = OutOfMemoryLocked(rpc);
+      }
       if (status.ok() && journal_ != nullptr) {
         // Acknowledged by the journal's callback once durable.
         JournalThenDoneLocked(rpc, start, op, now_ms, request, std::move(done));
@@ -700,7 +744,8 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Commit(
     grpc::CallbackServerContext* context, const pb::CommitRequest* request,
     pb::CommitResponse* response) {
   return HandleMutation(context, CacheRpc::kCommit, JournalOp::kCommit, request,
-                        response, &ApplyCommit, ValidateCommit(*request));
+                        response, &AdmitAndApplyCommit,
+                        ValidateCommit(*request));
 }
 
 grpc::ServerUnaryReactor* CacheServiceImpl::Release(
@@ -742,7 +787,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Match(
     {
       absl::ReaderMutexLock lock(&mu_);
       locked = absl::Now();
-      result = state_.Match(r, NowForRead());
+      try {
+        result = state_.Match(r, NowForRead());
+      } catch (const std::bad_alloc&) {
+        result = absl::ResourceExhaustedError(
+            "the cache service ran out of memory answering Match");
+      }
     }
     if (spdlog::should_log(spdlog::level::debug)) {
       const auto& md = context->client_metadata();
@@ -820,7 +870,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Stats(
     absl::StatusOr<StatsResult> result;
     {
       absl::ReaderMutexLock lock(&mu_);
-      result = state_.Stats(request->worker_id(), NowForRead());
+      try {
+        result = state_.Stats(request->worker_id(), NowForRead());
+      } catch (const std::bad_alloc&) {
+        result = absl::ResourceExhaustedError(
+            "the cache service ran out of memory answering Stats");
+      }
     }
     status = result.status();
     if (result.ok()) FillStats(*result, response);
@@ -839,7 +894,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Dump(
     std::string dump;
     {
       absl::ReaderMutexLock lock(&mu_);
-      dump = state_.CanonicalDump();
+      try {
+        dump = state_.CanonicalDump();
+      } catch (const std::bad_alloc&) {
+        status = absl::ResourceExhaustedError(
+            "the cache service ran out of memory writing the dump");
+      }
     }
     if (dump.size() > kMaxDumpBytes) {
       status = absl::ResourceExhaustedError(absl::StrCat(
@@ -1029,7 +1089,7 @@ class CacheServiceImpl::LeaseStreamReactor final
         return;
       case pb::LeaseStreamRequest::kCommit:
         s.RunMutation(CacheRpc::kCommit, JournalOp::kCommit, request_.commit(),
-                      r.mutable_commit(), &ApplyCommit,
+                      r.mutable_commit(), &AdmitAndApplyCommit,
                       s.ValidateCommit(request_.commit()), std::move(done));
         return;
       case pb::LeaseStreamRequest::kRelease:

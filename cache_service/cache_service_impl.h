@@ -305,6 +305,14 @@ class CacheServiceImpl final
   absl::Status Available() const;
   // Sets journal_broken_ (first time: tells the availability observer).
   void MarkJournalBroken();
+  // The status of a mutation whose apply threw std::bad_alloc (out of
+  // memory or address space), instead of letting it escape into gRPC (whose
+  // callback API answers an escaped exception with an empty UNIMPLEMENTED):
+  // RESOURCE_EXHAUSTED; in Redis mode the state is rebuilt from the journal
+  // (the call may be half applied), in memory mode INTERNAL when the state
+  // fails CheckInvariants.
+  absl::Status OutOfMemoryLocked(CacheRpc rpc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rebuilds from Redis after a journal failure (sweep thread).
   void RepairJournal();
   void RefreshMetrics();

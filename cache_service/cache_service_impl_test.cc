@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_service/cache_metrics.h"
+#include "cache_service/cache_state_testing.h"
 #include "cache_service/redis_server_process.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -60,9 +61,11 @@ void SetTokens(T* msg, const std::vector<int32_t>& tokens) {
 
 class ServiceHarness {
  public:
-  // journal null = memory mode.
-  explicit ServiceHarness(std::unique_ptr<RedisJournal> journal = nullptr,
-                          int64_t snapshot_every_ops = 10'000)
+  // journal null = memory mode. `configure` may change the options.
+  explicit ServiceHarness(
+      std::unique_ptr<RedisJournal> journal = nullptr,
+      int64_t snapshot_every_ops = 10'000,
+      const std::function<void(CacheServiceOptions&)>& configure = nullptr)
       : registry_(std::make_shared<prometheus::Registry>()) {
     CacheServiceOptions options;
     options.cache.lease_ttl_ms = kLeaseTtlMs;
@@ -73,6 +76,7 @@ class ServiceHarness {
     options.availability_observer = [this](bool available) {
       (available ? available_events_ : unavailable_events_).fetch_add(1);
     };
+    if (configure) configure(options);
     metrics_ = std::make_shared<CacheMetrics>(
         *registry_, journal != nullptr ? "redis" : "memory");
     auto service =
@@ -304,6 +308,47 @@ TEST_F(CacheServiceImplTest, RegisterReturnsConfigAndRejectsBadShapes) {
 // vocab_size 2 made every Match of "m" fail ("token 303 ... outside [0, 2)"),
 // since Match validates against the smallest vocab of the model's workers.
 // Such a Register is now FAILED_PRECONDITION and changes nothing.
+// The service's metadata is bounded: a Register beyond --max_total_slots
+// is RESOURCE_EXHAUSTED with the numbers and changes nothing.
+TEST_F(CacheServiceImplTest, RegisterBeyondTheTotalSlotBoundIsRefused) {
+  const std::string before = h_.Dump();
+  const grpc::Status s = h_.Register("big", kMaxCapacitySlots, 1, 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr(absl::StrCat("capacity_slots ", kMaxCapacitySlots,
+                                     " with the 64 slots other workers have "
+                                     "registered exceeds the service's limit "
+                                     "of ",
+                                     MetadataBounds().max_total_slots)));
+  EXPECT_EQ(h_.Dump(), before);
+}
+
+// Out of memory (an address-space limit in a child process) while
+// allocating a pool: RESOURCE_EXHAUSTED with a message, not the empty
+// UNIMPLEMENTED gRPC gives a handler whose exception escapes.
+TEST(CacheServiceOutOfMemoryTest,
+     RegisterThatCannotAllocateIsResourceExhausted) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ServiceHarness h(nullptr, 10'000, [](CacheServiceOptions& o) {
+          o.cache.bounds.max_total_slots = int64_t{1} << 30;
+        });
+        if (!h.ok() || !h.Register("w0", 64, 1, 1).ok()) _exit(10);
+        const std::string before = h.Dump();
+        if (!testing::LimitAddressSpace(int64_t{256} << 20)) _exit(11);
+        const grpc::Status s = h.Register("w0", kMaxCapacitySlots, 1, 2);
+        if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+          _exit(20 + s.error_code());
+        }
+        if (s.error_message().find("out of memory") == std::string::npos) {
+          _exit(12);
+        }
+        _exit(h.Dump() == before ? 0 : 13);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(CacheServiceImplTest, RegisterWithAnotherVocabThanALiveWorkerIsRefused) {
   const std::vector<int32_t> prompt = Range(300, 309);  // ids >= 2
   pb::AcquireResponse a;

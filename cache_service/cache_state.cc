@@ -252,6 +252,10 @@ class CacheStateImpl {
       const RegisterWorkerRequest& request, int64_t now_ms);
   absl::Status CheckVocabAgreesWithLiveWorkers(
       const RegisterWorkerRequest& request, int64_t now_ms) const;
+  absl::Status CheckRegisterWithinBounds(
+      const RegisterWorkerRequest& request) const;
+  absl::Status CheckCommitWithinBounds(const CommitRequest& request,
+                                       int64_t now_ms) const;
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatRequest& request,
                                             int64_t now_ms);
   absl::StatusOr<DeregisterResult> DeregisterWorker(std::string_view worker_id,
@@ -601,8 +605,6 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
                          kMaxWorkersPerModel, " workers"));
       }
     }
-    result.wiped_previous_epoch = true;
-    result.released_leases = RemoveWorker(request.worker_id);
   } else {
     auto m = models_.find(request.model);
     if (m != models_.end() && m->second.mask == ~uint64_t{0}) {
@@ -611,9 +613,15 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
                        kMaxWorkersPerModel, " workers"));
     }
   }
+  // The largest allocation comes first: if it fails, nothing has changed
+  // (the previous epoch is still registered).
   absl::StatusOr<PageAllocator> allocator =
       PageAllocator::Create(request.capacity_slots, request.page_size);
   if (!allocator.ok()) return allocator.status();
+  if (FindWorker(request.worker_id) != nullptr) {
+    result.wiped_previous_epoch = true;
+    result.released_leases = RemoveWorker(request.worker_id);
+  }
   ModelEntry& model = models_[request.model];
   const int bit = std::countr_one(model.mask);
   WorkerEntry& worker = workers_[request.worker_id];
@@ -650,6 +658,53 @@ absl::Status CacheStateImpl::CheckVocabAgreesWithLiveWorkers(
         "are validated against it)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckRegisterWithinBounds(
+    const RegisterWorkerRequest& request) const {
+  if (absl::Status s = ValidateRegisterFields(request); !s.ok()) return s;
+  const MetadataBounds& bounds = options_.bounds;
+  int64_t in_use = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (id != request.worker_id) in_use += worker.info.capacity_slots;
+  }
+  if (in_use + request.capacity_slots > bounds.max_total_slots) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", request.worker_id, ": capacity_slots ",
+        request.capacity_slots, " with the ", in_use,
+        " slots other workers have registered exceeds the service's limit of ",
+        bounds.max_total_slots,
+        " slots (--max_total_slots; metadata costs 12 bytes per page and "
+        "8-360 bytes per cached token, docs/architecture.md)"));
+  }
+  const size_t others =
+      workers_.size() - (FindWorker(request.worker_id) != nullptr);
+  if (static_cast<int64_t>(others) + 1 > bounds.max_workers) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker ", request.worker_id, ": ", others,
+                     " workers are registered, the service's limit is ",
+                     bounds.max_workers, " (--max_workers)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckCommitWithinBounds(
+    const CommitRequest& request, int64_t now_ms) const {
+  const Lease* lease = leases_.Find(request.lease_id);
+  if (lease == nullptr || lease->expires_at_ms <= now_ms ||
+      FindTree(lease->model, lease->cache_salt) != nullptr) {
+    return absl::OkStatus();
+  }
+  size_t trees = 0;
+  for (const auto& [name, model] : models_) trees += model.trees.size();
+  if (static_cast<int64_t>(trees) < options_.bounds.max_trees) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "commit of lease ", lease->id, " would add a radix tree for model ",
+      lease->model, " and its cache_salt to the ", trees,
+      " trees the service holds; the limit is ", options_.bounds.max_trees,
+      " (--max_trees); the tokens are not cached, the lease is unchanged"));
 }
 
 absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
@@ -1937,6 +1992,14 @@ absl::StatusOr<RegisterWorkerResult> CacheState::RegisterWorker(
 absl::Status CacheState::CheckVocabAgreesWithLiveWorkers(
     const RegisterWorkerRequest& request, int64_t now_ms) const {
   return impl_->CheckVocabAgreesWithLiveWorkers(request, now_ms);
+}
+absl::Status CacheState::CheckRegisterWithinBounds(
+    const RegisterWorkerRequest& request) const {
+  return impl_->CheckRegisterWithinBounds(request);
+}
+absl::Status CacheState::CheckCommitWithinBounds(const CommitRequest& request,
+                                                 int64_t now_ms) const {
+  return impl_->CheckCommitWithinBounds(request, now_ms);
 }
 absl::StatusOr<HeartbeatResult> CacheState::Heartbeat(
     const HeartbeatRequest& request, int64_t now_ms) {

@@ -66,6 +66,25 @@ inline constexpr int64_t kMaxCapacitySlots = int64_t{1} << 26;  // slots
 inline constexpr size_t kMaxWorkerIdBytes = 128;
 inline constexpr size_t kMaxCacheSaltBytes = 256;
 
+// Bounds on the service's metadata, so that no sequence of calls can make it
+// allocate without limit (docs/architecture.md "Memory bound": bytes per
+// slot, per tree and per worker). Checked by the admission checks of live
+// calls (CheckRegisterWithinBounds, CheckCommitWithinBounds), never by the
+// operations themselves: a journal written under other bounds replays to
+// the same state.
+struct MetadataBounds {
+  // Sum of capacity_slots over all registered workers, slots. The page
+  // allocator costs 12 bytes per page; cached tokens cost about 8-20 bytes
+  // each in tree records (up to ~360 when every token is its own node).
+  int64_t max_total_slots = int64_t{1} << 24;
+  // Registered workers over all models (models <= workers: a model exists
+  // only while a worker serves it).
+  int32_t max_workers = 1024;
+  // (model, cache_salt) trees over all models (a tree exists only while it
+  // holds tokens; each costs ~1 KiB beyond its nodes).
+  int32_t max_trees = 65536;
+};
+
 // Configuration that is not part of the journaled state (the restarted
 // service must use the same values).
 struct CacheOptions {
@@ -81,6 +100,9 @@ struct CacheOptions {
   // Grow() rounds num_tokens up to a multiple of this when page_size == 1
   // (amortises Grow calls, design brief step 4). Slots, >= 1.
   int32_t grow_chunk_tokens = 16;
+  // Metadata bounds of live Register and Commit calls (may change across a
+  // restart).
+  MetadataBounds bounds;
 };
 
 // A worker's load as reported by its heartbeat (mirrors radixkv.v1.WorkerLoad).
@@ -342,9 +364,12 @@ class CacheState {
   //   capacity not a positive multiple of page_size or > kMaxCapacitySlots,
   //   negative epoch or vocab_size.
   // FAILED_PRECONDITION: lower epoch, same epoch with another shape.
-  // RESOURCE_EXHAUSTED: kMaxWorkersPerModel workers already serve the model.
-  // The service's live Register runs CheckVocabAgreesWithLiveWorkers first;
-  // this method (also the journal-replay path) does not.
+  // RESOURCE_EXHAUSTED: kMaxWorkersPerModel workers already serve the model,
+  // or the page allocator cannot be allocated (out of memory); the previous
+  // epoch is kept then.
+  // The service's live Register runs CheckRegisterWithinBounds and
+  // CheckVocabAgreesWithLiveWorkers first; this method (also the
+  // journal-replay path) does not.
   absl::StatusOr<RegisterWorkerResult> RegisterWorker(
       const RegisterWorkerRequest& request, int64_t now_ms);
 
@@ -365,6 +390,25 @@ class CacheState {
   // journals written before this check existed replay unchanged.
   absl::Status CheckVocabAgreesWithLiveWorkers(
       const RegisterWorkerRequest& request, int64_t now_ms) const;
+
+  // Read-only admission check of a live Register against options().bounds:
+  // the registered workers' capacity_slots plus request.capacity_slots
+  // (minus the capacity of request.worker_id's own registered epoch, which
+  // a Register replaces) must not exceed max_total_slots, and a new
+  // worker_id must not make more than max_workers workers.
+  // INVALID_ARGUMENT: the malformed requests RegisterWorker rejects.
+  // RESOURCE_EXHAUSTED naming the requested slots, the slots in use, the
+  // limit and the flag. Changes nothing.
+  absl::Status CheckRegisterWithinBounds(
+      const RegisterWorkerRequest& request) const;
+
+  // Read-only admission check of a live Commit against options().bounds: a
+  // Commit that would create a new (model, cache_salt) tree while
+  // max_trees trees exist is RESOURCE_EXHAUSTED (the worker releases the
+  // lease; its tokens are not cached). OK for anything Commit itself
+  // refuses (unknown lease, bad tokens). Changes nothing.
+  absl::Status CheckCommitWithinBounds(const CommitRequest& request,
+                                       int64_t now_ms) const;
 
   // Records load and liveness, renews listed leases of this worker.
   // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered

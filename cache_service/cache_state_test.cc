@@ -651,6 +651,88 @@ TEST_F(ErrorPathTest, HeartbeatAndDeregister) {
             (WorkerLoad{3, 2, 100, 0}));
 }
 
+// The metadata bounds of live Register and Commit calls, with the numbers.
+TEST(CacheStateBoundsTest, RegisterBeyondTheBoundsIsResourceExhausted) {
+  CacheOptions options;
+  options.bounds.max_total_slots = 1000;
+  options.bounds.max_workers = 2;
+  CacheState state(options);
+  ASSERT_TRUE(state.RegisterWorker(Worker("a", 600, 1), kNow).ok());
+  const absl::Status over =
+      state.CheckRegisterWithinBounds(Worker("b", 500, 1));
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.message()),
+              HasSubstr("capacity_slots 500 with the 600 slots other workers "
+                        "have registered exceeds the service's limit of 1000 "
+                        "slots (--max_total_slots"));
+  EXPECT_TRUE(state.CheckRegisterWithinBounds(Worker("b", 392, 1)).ok());
+  // A new epoch of "a" replaces its own 600 slots.
+  EXPECT_TRUE(state.CheckRegisterWithinBounds(Worker("a", 1000, 1, 2)).ok());
+  EXPECT_EQ(state.CheckRegisterWithinBounds(Worker("a", 1008, 8, 2)).code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(state.RegisterWorker(Worker("b", 392, 1), kNow).ok());
+  const absl::Status third = state.CheckRegisterWithinBounds(Worker("c", 8, 8));
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.message()),
+              HasSubstr("2 workers are registered, the service's limit is 2 "
+                        "(--max_workers)"));
+  EXPECT_EQ(state.CheckRegisterWithinBounds(Worker("", 8, 8)).code(),
+            absl::StatusCode::kInvalidArgument);
+  // The operation itself (journal replay) does not apply the bounds.
+  EXPECT_TRUE(state.RegisterWorker(Worker("c", 8, 8), kNow).ok());
+}
+
+TEST(CacheStateBoundsTest, CommitThatWouldAddATreeBeyondTheBoundIsRefused) {
+  CacheOptions options;
+  options.bounds.max_trees = 1;
+  CacheState state(options);
+  ASSERT_TRUE(state.RegisterWorker(Worker("a", 64, 1), kNow).ok());
+  const AcquireResult first = state.Acquire(Acq("a", {1, 2}), kNow).value();
+  AcquireRequest salted = Acq("a", {1, 2});
+  salted.cache_salt = "tenant";
+  const AcquireResult second = state.Acquire(salted, kNow).value();
+  const CommitRequest first_commit{first.lease_id, {1, 2}};
+  ASSERT_TRUE(state.CheckCommitWithinBounds(first_commit, kNow).ok());
+  ASSERT_TRUE(state.Commit(first_commit, kNow).ok());
+  const absl::Status refused = state.CheckCommitWithinBounds(
+      CommitRequest{second.lease_id, {1, 2}}, kNow);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("to the 1 trees the service holds; the limit is 1 "
+                        "(--max_trees)"));
+  // Commits into an existing tree, and calls Commit refuses anyway, pass.
+  const AcquireResult third = state.Acquire(Acq("a", {1, 2, 3}), kNow).value();
+  EXPECT_TRUE(state
+                  .CheckCommitWithinBounds(
+                      CommitRequest{third.lease_id, {1, 2, 3}}, kNow)
+                  .ok());
+  EXPECT_TRUE(
+      state.CheckCommitWithinBounds(CommitRequest{999, {1}}, kNow).ok());
+}
+
+// A pool whose page allocator cannot be allocated (address space limit in a
+// child process) is RESOURCE_EXHAUSTED, and the previous epoch stays.
+TEST(CacheStateBoundsTest, AllocatorOutOfMemoryKeepsThePreviousEpoch) {
+  EXPECT_EXIT(
+      {
+        CacheState state;
+        if (!state.RegisterWorker(Worker("w", 64, 1), kNow).ok()) _exit(10);
+        state.Acquire(Acq("w", {1, 2, 3}), kNow).IgnoreError();
+        const std::string before = state.CanonicalDump();
+        if (!testing::LimitAddressSpace(int64_t{256} << 20)) _exit(11);
+        // 2^26 pages x 12 bytes = 768 MiB.
+        absl::StatusOr<RegisterWorkerResult> r =
+            state.RegisterWorker(Worker("w", kMaxCapacitySlots, 1, 2), kNow);
+        if (r.status().code() != absl::StatusCode::kResourceExhausted)
+          _exit(12);
+        if (r.status().message().find("out of memory") == std::string::npos) {
+          _exit(13);
+        }
+        _exit(state.CanonicalDump() == before ? 0 : 14);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(ErrorPathTest, MatchAndAcquireValidation) {
   using C = absl::StatusCode;
   ExpectError(state_.Match(MatchRequest{"m", "", {}}, kNow),

@@ -4,7 +4,10 @@
 #ifndef RADIXKV_CACHE_SERVICE_CACHE_STATE_TESTING_H_
 #define RADIXKV_CACHE_SERVICE_CACHE_STATE_TESTING_H_
 
+#include <sys/resource.h>
+
 #include <cstdint>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -57,6 +60,23 @@ inline std::vector<int32_t> Concat(std::vector<int32_t> a,
                                    const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+
+// Limits this process's address space (RLIMIT_AS) to its current size plus
+// `headroom` bytes, so that a larger allocation fails with std::bad_alloc.
+// For a death-test child only (irreversible). False if it could not.
+inline bool LimitAddressSpace(int64_t headroom) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  int64_t vm_kb = -1;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stoll(line.substr(7));
+  }
+  if (vm_kb < 0) return false;
+  struct rlimit limit;
+  limit.rlim_cur = limit.rlim_max =
+      static_cast<rlim_t>(vm_kb * 1024 + headroom);
+  return setrlimit(RLIMIT_AS, &limit) == 0;
 }
 
 // A CacheState with default options and checked calls at kNow.
