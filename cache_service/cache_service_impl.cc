@@ -135,6 +135,7 @@ absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
   resp->set_epoch(result->epoch);
   resp->set_lease_ttl_ms(result->lease_ttl_ms);
   resp->set_heartbeat_timeout_ms(result->heartbeat_timeout_ms);
+  resp->set_heartbeat_interval_ms(result->heartbeat_interval_ms);
   return absl::OkStatus();
 }
 
@@ -285,8 +286,19 @@ absl::Status ApplyFlush(CacheState& state, const pb::FlushRequest& req,
   return absl::OkStatus();
 }
 
-// Expiry + dead-worker sweep at now_ms; returns {expired, dropped}.
-std::pair<int, int> ApplySweep(CacheState& state, int64_t now_ms) {
+// The journal payload of a sweep: empty, or the pause it credited (8 bytes,
+// little endian; journals written before pauses were credited have none).
+std::string SweepPayload(int64_t paused_ms) {
+  std::string payload;
+  if (paused_ms > 0) PutInt64(&payload, paused_ms);
+  return payload;
+}
+
+// Credit of a pause (CacheState::CreditServicePause), then expiry +
+// dead-worker sweep at now_ms; returns {expired, dropped}.
+std::pair<int, int> ApplySweep(CacheState& state, int64_t now_ms,
+                               int64_t paused_ms) {
+  state.CreditServicePause(paused_ms, now_ms);
   ExpireResult expired = state.ExpireLeases(now_ms);
   DropResult dropped = state.DropDeadWorkers(now_ms);
   return {static_cast<int>(expired.expired.size()),
@@ -338,10 +350,17 @@ absl::StatusOr<std::unique_ptr<CacheServiceImpl>> CacheServiceImpl::Create(
     service->snapshotter_ = std::make_unique<ForkedSnapshotter>(
         service->journal_.get(), service->options_.forked_snapshot);
   }
-  if (service->journal_ != nullptr) {
+  {
     absl::MutexLock lock(&service->mu_);
-    absl::Status recovered = service->RecoverLocked();
-    if (!recovered.ok()) return recovered;
+    if (service->journal_ != nullptr) {
+      absl::Status recovered = service->RecoverLocked();
+      if (!recovered.ok()) return recovered;
+    }
+    // A pause before the first sweep counts from here (or from the last
+    // journaled operation, which RecoverLocked took).
+    if (service->last_sweep_ms_ == 0) {
+      service->last_sweep_ms_ = service->NowLocked();
+    }
   }
   service->RefreshMetrics();
   return service;
@@ -400,6 +419,12 @@ absl::Status CacheServiceImpl::RecoverLocked() {
   }
   last_now_ms_ = std::max(last_now_ms_, last_now);
   last_now_ms_for_read_.store(last_now_ms_);
+  // The process at a worker's address may have restarted while this
+  // service was down: its residency must not attract placements until the
+  // worker confirms its epoch. And the time since the last journaled
+  // operation, when nobody could be heard, is credited by the next sweep.
+  state_.MarkWorkersUnconfirmed();
+  last_sweep_ms_ = last_now;
   absl::Status invariants = state_.CheckInvariants();
   if (!invariants.ok()) {
     return absl::InternalError(
@@ -440,7 +465,10 @@ absl::Status CacheServiceImpl::ReplayLocked(JournalOp op, int64_t now_ms,
     case JournalOp::kFlush:
       return ReplayWith(state_, payload, now_ms, &ApplyFlush);
     case JournalOp::kSweep:
-      ApplySweep(state_, now_ms);
+      if (!payload.empty() && payload.size() != 8) {
+        return absl::DataLossError("sweep journal entry of a bad size");
+      }
+      ApplySweep(state_, now_ms, payload.empty() ? 0 : GetInt64(payload));
       return absl::OkStatus();
   }
   return absl::DataLossError(
@@ -825,6 +853,7 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Match(
         m->set_protected_slots(w.protected_slots);
         m->set_cached_tokens(w.cached_tokens);
         m->set_page_size(w.page_size);
+        m->set_unconfirmed(w.unconfirmed);
       }
     }
   }
@@ -857,6 +886,7 @@ void CacheServiceImpl::FillStats(const StatsResult& stats,
     s->set_prefix_hit_tokens(w.prefix_hit_tokens);
     s->set_evicted_tokens(w.evicted_tokens);
     s->set_expired_leases(w.expired_leases);
+    s->set_unconfirmed(w.unconfirmed);
   }
 }
 
@@ -1233,13 +1263,19 @@ int CacheServiceImpl::SweepOnce() {
     absl::MutexLock lock(&mu_);
     if (!journal_broken_.load()) {
       const int64_t now_ms = NowLocked();
-      auto [num_expired, num_dropped] = ApplySweep(state_, now_ms);
+      const int64_t paused_ms = PauseBeforeSweepLocked(now_ms);
+      auto [num_expired, num_dropped] = ApplySweep(state_, now_ms, paused_ms);
       expired = num_expired;
-      if (num_expired > 0 || num_dropped > 0) {
-        spdlog::info("sweep at {} ms: {} leases expired, {} workers dropped",
-                     now_ms, num_expired, num_dropped);
+      if (paused_ms > 0 || num_expired > 0 || num_dropped > 0) {
+        spdlog::info(
+            "sweep at {} ms: {} leases expired, {} workers dropped{}", now_ms,
+            num_expired, num_dropped,
+            paused_ms > 0
+                ? absl::StrCat(", after a pause of the service of ", paused_ms,
+                               " ms credited to every worker and lease")
+                : "");
         if (journal_ != nullptr) {
-          JournalLocked(JournalOp::kSweep, now_ms, "",
+          JournalLocked(JournalOp::kSweep, now_ms, SweepPayload(paused_ms),
                         [this](const absl::Status& status) {
                           if (!status.ok()) MarkJournalBroken();
                         });
@@ -1249,6 +1285,15 @@ int CacheServiceImpl::SweepOnce() {
   }
   RefreshMetrics();
   return expired;
+}
+
+int64_t CacheServiceImpl::PauseBeforeSweepLocked(int64_t now_ms) {
+  const int64_t interval_ms =
+      absl::ToInt64Milliseconds(options_.sweep_interval);
+  const int64_t gap_ms = now_ms - last_sweep_ms_;
+  last_sweep_ms_ = now_ms;
+  // Scheduling jitter is not a pause; one interval is the sweep's own.
+  return gap_ms > 2 * interval_ms ? gap_ms - interval_ms : 0;
 }
 
 void CacheServiceImpl::MarkJournalBroken() {

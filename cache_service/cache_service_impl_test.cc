@@ -101,6 +101,16 @@ class ServiceHarness {
   pb::CacheService::Stub& stub() { return *stub_; }
   CacheServiceImpl& service() { return *service_; }
   void Advance(int64_t ms) { now_ms_ += ms; }
+  // `ms` pass while the service runs: a sweep every 250 ms (the default
+  // sweep_interval), as its background thread would. Returns leases expired.
+  int RunFor(int64_t ms) {
+    int expired = 0;
+    for (int64_t t = 0; t < ms; t += 250) {
+      Advance(std::min<int64_t>(250, ms - t));
+      expired += service_->SweepOnce();
+    }
+    return expired;
+  }
 
   std::string Dump() {
     grpc::ClientContext ctx;
@@ -411,7 +421,7 @@ TEST_F(CacheServiceImplTest, RestartedWorkerMayChangeItsVocabWhenAlone) {
   // A second worker must agree with w0 while w0 is live: its last
   // heartbeat is at most heartbeat_timeout_ms old.
   ASSERT_TRUE(h_.Heartbeat("w0", 2, {}).ok());
-  h_.Advance(kHeartbeatTimeoutMs);
+  h_.RunFor(kHeartbeatTimeoutMs);
   EXPECT_REJECTED_UNCHANGED(h_, grpc::StatusCode::FAILED_PRECONDITION,
                             h_.Register("w1", 64, 1, 1));
   // One millisecond later w0 is dead (not yet swept): it no longer counts.
@@ -841,10 +851,9 @@ TEST_F(CacheServiceImplTest, NewEpochWipesResidencyAndLeases) {
 TEST_F(CacheServiceImplTest, SweepExpiresLeasesAndDropsDeadWorkers) {
   pb::AcquireResponse a, b;
   ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &a).ok());
-  h_.Advance(kLeaseTtlMs / 2);
+  EXPECT_EQ(h_.RunFor(kLeaseTtlMs / 2), 0);
   ASSERT_TRUE(h_.Acquire("w0", 1, Range(11, 20), &b).ok());
-  h_.Advance(kLeaseTtlMs / 2);  // a's TTL is over, b's is not
-  EXPECT_EQ(h_.service().SweepOnce(), 1);
+  EXPECT_EQ(h_.RunFor(kLeaseTtlMs / 2), 1);  // a's TTL is over, b's is not
   EXPECT_EQ(h_.Commit(a.lease_id(), Range(1, 10)).error_code(),
             grpc::StatusCode::NOT_FOUND);
   pb::StatsResponse stats = h_.Stats();
@@ -860,15 +869,53 @@ TEST_F(CacheServiceImplTest, SweepExpiresLeasesAndDropsDeadWorkers) {
       text.find("radixkv_cache_worker_expired_leases_total{worker=\"w0\"} 1"),
       std::string::npos);
   // A heartbeat listing b renews it past its original expiry.
-  h_.Advance(kLeaseTtlMs / 2 - 10);
+  EXPECT_EQ(h_.RunFor(kLeaseTtlMs / 2 - 10), 0);
   ASSERT_TRUE(h_.Heartbeat("w0", 1, {b.lease_id()}).ok());
-  h_.Advance(kLeaseTtlMs / 2 + 20);
-  EXPECT_EQ(h_.service().SweepOnce(), 0);
+  EXPECT_EQ(h_.RunFor(kLeaseTtlMs / 2 + 20), 0);
   ASSERT_TRUE(h_.Commit(b.lease_id(), Range(11, 20)).ok());
-  // No heartbeat for longer than the timeout: the worker is dropped.
-  h_.Advance(kHeartbeatTimeoutMs + 1);
-  h_.service().SweepOnce();
+  // No heartbeat for longer than the timeout while the service runs: the
+  // worker is dropped (its last heartbeat is 2,520 ms old here).
+  h_.RunFor(kHeartbeatTimeoutMs - 3000);
+  EXPECT_EQ(h_.Stats().workers_size(), 1);
+  h_.RunFor(1000);
   EXPECT_THAT(h_.Stats().workers(), IsEmpty());
+}
+
+// The service itself stopped (SIGSTOP, a hung host) for longer than the
+// heartbeat timeout and the lease TTL: nobody could be heard meanwhile, so
+// the sweep after it credits the pause instead of dropping every worker
+// and expiring every lease. Liveness then counts again from there.
+TEST_F(CacheServiceImplTest, APauseOfTheServiceIsNotCountedAgainstWorkers) {
+  pb::AcquireResponse a;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 10), &a).ok());
+  ASSERT_TRUE(h_.Commit(a.lease_id(), Range(1, 10)).ok());
+  pb::AcquireResponse held;
+  ASSERT_TRUE(h_.Acquire("w0", 1, Range(1, 12), &held).ok());
+  h_.RunFor(1000);
+  h_.Advance(kHeartbeatTimeoutMs + kLeaseTtlMs);  // no sweep: paused
+  EXPECT_EQ(h_.service().SweepOnce(), 0);
+  pb::StatsResponse stats = h_.Stats("w0");
+  ASSERT_EQ(stats.workers_size(), 1);
+  EXPECT_EQ(stats.workers(0).epoch(), 1);
+  // 1,000 ms before the pause plus the sweep's own interval of it.
+  EXPECT_EQ(stats.workers(0).heartbeat_age_ms(), 1250);
+  EXPECT_EQ(stats.active_leases(), 1);
+  pb::MatchResponse match;
+  ASSERT_TRUE(h_.Match(Range(1, 10), &match).ok());
+  EXPECT_EQ(match.workers(0).matched_tokens(), 10);
+  ASSERT_TRUE(h_.Commit(held.lease_id(), Range(1, 12)).ok());
+  // Without heartbeats while the service runs, the worker still goes.
+  h_.RunFor(kHeartbeatTimeoutMs - 1250);
+  EXPECT_EQ(h_.Stats().workers_size(), 1);
+  h_.RunFor(500);
+  EXPECT_THAT(h_.Stats().workers(), IsEmpty());
+}
+
+TEST_F(CacheServiceImplTest, RegisterTellsTheHeartbeatInterval) {
+  pb::RegisterResponse resp;
+  ASSERT_TRUE(h_.Register("w1", 64, 1, 1, "m", &resp).ok());
+  // min(20,000 ms timeout, 5,000 ms lease TTL) / 4.
+  EXPECT_EQ(resp.heartbeat_interval_ms(), 1250);
 }
 
 TEST_F(CacheServiceImplTest, MetricsFollowTheState) {
@@ -1149,6 +1196,65 @@ TEST(CacheServiceRedisTest, ForkFamilyKnowledgeSurvivesARestart) {
     EXPECT_EQ(h.Commit(child, {1, 2, 3, 4, 0, 6}).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
     ASSERT_TRUE(h.Commit(child, {1, 2, 3, 4, 5, 6}).ok());
+  }
+}
+
+// A restart rebuilds the state, then: (1) every worker is unconfirmed - its
+// process may have restarted meanwhile with an empty pool - so Match
+// reports no residency for it until it heartbeats; (2) the downtime, when
+// nobody could be heard, is credited by the first sweep, so workers are not
+// dropped for the service's own absence; (3) a credited pause is journaled
+// and replays exactly.
+TEST(CacheServiceRedisTest, RestartUnconfirmsWorkersAndCreditsTheDowntime) {
+  auto redis = RedisServerProcess::Start(TempDir("unconfirmed"));
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::vector<int32_t> prompt = Range(1, 30);
+  std::string dump;
+  {
+    ServiceHarness h(OpenJournal((*redis)->port()));
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(h.Register("w0", 64, 1, 1).ok());
+    ASSERT_TRUE(h.Register("w1", 64, 1, 1).ok());
+    pb::AcquireResponse a;
+    ASSERT_TRUE(h.Acquire("w0", 1, prompt, &a).ok());
+    ASSERT_TRUE(h.Commit(a.lease_id(), prompt).ok());
+    h.RunFor(1000);
+    h.Advance(2 * kHeartbeatTimeoutMs);  // a pause of the running service
+    h.service().SweepOnce();
+    ASSERT_EQ(h.Stats().workers_size(), 2);
+    dump = h.Dump();
+    pb::MatchResponse match;
+    ASSERT_TRUE(h.Match(prompt, &match).ok());
+    EXPECT_EQ(match.workers(0).matched_tokens(), 30);
+    EXPECT_FALSE(match.workers(0).unconfirmed());
+  }
+  ServiceHarness h(OpenJournal((*redis)->port()));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.Dump(), dump);  // the credited pause replayed
+  pb::MatchResponse match;
+  ASSERT_TRUE(h.Match(prompt, &match).ok());
+  ASSERT_EQ(match.workers_size(), 2);
+  for (const pb::WorkerMatch& w : match.workers()) {
+    EXPECT_TRUE(w.unconfirmed()) << w.worker_id();
+    EXPECT_EQ(w.matched_tokens(), 0) << w.worker_id();
+    EXPECT_EQ(w.page_aligned_tokens(), 0) << w.worker_id();
+    EXPECT_EQ(w.epoch(), 1);
+  }
+  EXPECT_TRUE(h.Stats("w0").workers(0).unconfirmed());
+  // Down for twice the heartbeat timeout: not held against the workers.
+  h.Advance(3 * kHeartbeatTimeoutMs);
+  h.service().SweepOnce();
+  ASSERT_EQ(h.Stats().workers_size(), 2);
+  // w0's heartbeat with its epoch shows it is the same process.
+  ASSERT_TRUE(h.Heartbeat("w0", 1, {}).ok());
+  ASSERT_TRUE(h.Match(prompt, &match).ok());
+  EXPECT_FALSE(match.workers(0).unconfirmed());
+  EXPECT_EQ(match.workers(0).matched_tokens(), 30);
+  EXPECT_TRUE(match.workers(1).unconfirmed());
+  // w1 never comes back: dropped once the service has run a timeout long.
+  h.RunFor(kHeartbeatTimeoutMs + 500);
+  for (const pb::WorkerCacheStats& w : h.Stats().workers()) {
+    EXPECT_NE(w.worker_id(), "w1");
   }
 }
 
@@ -1806,8 +1912,7 @@ TEST(LeaseStreamTest, ClientCancelLeavesAcknowledgedLeasesUntilTheirTtl) {
   ASSERT_TRUE(h.Commit(acknowledged[0], {0, 1}).ok());
   ExpectSlotsAddUp(h.Stats());
   // The rest expire after the lease TTL like unary leases whose owner left.
-  h.Advance(kLeaseTtlMs + 1);
-  const int expired = h.service().SweepOnce();
+  const int expired = h.RunFor(kLeaseTtlMs + 1);
   EXPECT_GE(expired, active - 1);
   EXPECT_LE(expired, kOps - 1);
   EXPECT_EQ(h.Stats().active_leases(), 0);

@@ -221,6 +221,9 @@ struct WorkerEntry {
   RegisterWorkerRequest info;
   WorkerLoad load;
   int64_t last_heartbeat_ms = 0;
+  // False from MarkWorkersUnconfirmed until the next Heartbeat or
+  // same-epoch Register (not part of the logical state).
+  bool confirmed = true;
   int bit = 0;
   std::unique_ptr<PageAllocator> allocator;
   std::unique_ptr<EvictionQueue> queue;
@@ -276,6 +279,8 @@ class CacheStateImpl {
                                     int64_t now_ms) const;
   ExpireResult ExpireLeases(int64_t now_ms);
   DropResult DropDeadWorkers(int64_t now_ms);
+  void CreditServicePause(int64_t paused_ms, int64_t now_ms);
+  void MarkWorkersUnconfirmed();
   std::string CanonicalDump() const;
   std::string Serialize() const;
   static absl::StatusOr<std::unique_ptr<CacheStateImpl>> Deserialize(
@@ -574,6 +579,8 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
   result.epoch = request.epoch;
   result.lease_ttl_ms = options_.lease_ttl_ms;
   result.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
+  result.heartbeat_interval_ms = std::max<int64_t>(
+      1, std::min(options_.heartbeat_timeout_ms, options_.lease_ttl_ms) / 4);
   if (WorkerEntry* known = FindWorker(request.worker_id)) {
     if (request.epoch < known->info.epoch) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -593,6 +600,7 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
       known->info.address = request.address;
       known->info.metrics_address = request.metrics_address;
       known->last_heartbeat_ms = now_ms;
+      known->confirmed = true;
       return result;
     }
     // A newer epoch: the old process's KV is gone. The model might change, so
@@ -729,6 +737,7 @@ absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
   }
   worker->load = request.load;
   worker->last_heartbeat_ms = std::max(worker->last_heartbeat_ms, now_ms);
+  worker->confirmed = true;
   HeartbeatResult result;
   for (uint64_t id : request.lease_ids) {
     Lease* lease = leases_.Find(id);
@@ -787,9 +796,11 @@ absl::StatusOr<MatchResult> CacheStateImpl::Match(const MatchRequest& request,
     match.worker_id = worker.info.worker_id;
     match.address = worker.info.address;
     match.epoch = worker.info.epoch;
-    match.matched_tokens = matched[bit];
+    // An unconfirmed worker's residency may describe a pool that is gone.
+    match.unconfirmed = !worker.confirmed;
+    match.matched_tokens = worker.confirmed ? matched[bit] : 0;
     match.page_aligned_tokens =
-        matched[bit] / worker.info.page_size * worker.info.page_size;
+        match.matched_tokens / worker.info.page_size * worker.info.page_size;
     match.load = worker.load;
     match.heartbeat_age_ms =
         std::max<int64_t>(0, now_ms - worker.last_heartbeat_ms);
@@ -1246,6 +1257,7 @@ absl::StatusOr<StatsResult> CacheStateImpl::Stats(std::string_view worker_id,
     s.prefix_hit_tokens = worker.prefix_hit_tokens;
     s.evicted_tokens = worker.evicted_tokens;
     s.expired_leases = worker.expired_leases;
+    s.unconfirmed = !worker.confirmed;
     result.workers.push_back(std::move(s));
   }
   result.active_leases = static_cast<int64_t>(leases_.size());
@@ -1290,6 +1302,27 @@ DropResult CacheStateImpl::DropDeadWorkers(int64_t now_ms) {
     result.dropped_worker_ids.push_back(id);
   }
   return result;
+}
+
+void CacheStateImpl::CreditServicePause(int64_t paused_ms, int64_t now_ms) {
+  if (paused_ms <= 0) return;
+  for (auto& [id, worker] : workers_) {
+    worker.last_heartbeat_ms =
+        std::max(worker.last_heartbeat_ms,
+                 std::min(now_ms, worker.last_heartbeat_ms + paused_ms));
+  }
+  std::vector<Lease*> leases;
+  leases.reserve(leases_.size());
+  for (const auto& [id, lease] : leases_.leases()) {
+    leases.push_back(leases_.Find(id));
+  }
+  for (Lease* lease : leases) {
+    leases_.Renew(lease, lease->expires_at_ms + paused_ms);
+  }
+}
+
+void CacheStateImpl::MarkWorkersUnconfirmed() {
+  for (auto& [id, worker] : workers_) worker.confirmed = false;
 }
 
 // ---- dump, snapshot, invariants ----
@@ -2052,6 +2085,10 @@ ExpireResult CacheState::ExpireLeases(int64_t now_ms) {
 DropResult CacheState::DropDeadWorkers(int64_t now_ms) {
   return impl_->DropDeadWorkers(now_ms);
 }
+void CacheState::CreditServicePause(int64_t paused_ms, int64_t now_ms) {
+  impl_->CreditServicePause(paused_ms, now_ms);
+}
+void CacheState::MarkWorkersUnconfirmed() { impl_->MarkWorkersUnconfirmed(); }
 std::string CacheState::CanonicalDump() const { return impl_->CanonicalDump(); }
 std::string CacheState::Serialize() const { return impl_->Serialize(); }
 absl::Status CacheState::Restore(std::string_view snapshot) {

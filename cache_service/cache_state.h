@@ -132,6 +132,10 @@ struct RegisterWorkerResult {
   int64_t epoch = 0;
   int64_t lease_ttl_ms = 0;
   int64_t heartbeat_timeout_ms = 0;
+  // The worker's heartbeat period and deadline: min(heartbeat timeout,
+  // lease TTL) / 4, so that interval + deadline + interval (one lost
+  // heartbeat) stays within 3/4 of either. Milliseconds, >= 1.
+  int64_t heartbeat_interval_ms = 0;
   // True when a previous epoch of this worker was wiped (residency, leases).
   bool wiped_previous_epoch = false;
   // Leases dropped by that wipe.
@@ -183,6 +187,9 @@ struct WorkerMatch {
   int64_t protected_slots = 0;
   int64_t cached_tokens = 0;  // tokens resident in the model's trees
   int32_t page_size = 0;      // tokens per page
+  // Restored but not yet confirmed (MarkWorkersUnconfirmed): matched_tokens
+  // and page_aligned_tokens are 0.
+  bool unconfirmed = false;
 };
 
 struct MatchResult {
@@ -313,6 +320,7 @@ struct WorkerStats {
   int64_t prefix_hit_tokens = 0;    // prefix_len of Acquire calls
   int64_t evicted_tokens = 0;
   int64_t expired_leases = 0;
+  bool unconfirmed = false;  // see WorkerMatch::unconfirmed
 };
 
 struct StatsResult {
@@ -410,7 +418,8 @@ class CacheState {
   absl::Status CheckCommitWithinBounds(const CommitRequest& request,
                                        int64_t now_ms) const;
 
-  // Records load and liveness, renews listed leases of this worker.
+  // Records load and liveness, renews listed leases of this worker, and
+  // confirms the worker (see MarkWorkersUnconfirmed).
   // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered
   // (an older one is "stale"; a newer one asks the worker to re-register).
   // INVALID_ARGUMENT: a negative load value (nothing changes).
@@ -525,6 +534,21 @@ class CacheState {
   // Deregisters every worker whose last heartbeat is older than
   // heartbeat_timeout_ms.
   DropResult DropDeadWorkers(int64_t now_ms);
+
+  // The service could not hear anyone for paused_ms before now_ms (its
+  // process was stopped, or it was down until a restart): liveness counts
+  // only time the service ran, so every worker's last heartbeat moves
+  // paused_ms later (at most to now_ms) and every lease expires paused_ms
+  // later. Journaled like any state change; paused_ms <= 0 changes nothing.
+  void CreditServicePause(int64_t paused_ms, int64_t now_ms);
+
+  // Every registered worker becomes unconfirmed until its next successful
+  // Heartbeat or same-epoch Register: Match reports it with matched_tokens
+  // 0 (WorkerMatch::unconfirmed). The service calls this after rebuilding
+  // its state from Redis, when the process at a worker's address may have
+  // restarted with an empty pool. Not part of the logical state (not in
+  // CanonicalDump or Serialize; Restore leaves workers confirmed).
+  void MarkWorkersUnconfirmed();
 
   // Deterministic text of the whole logical state (workers, free lists,
   // trees with residency, leases, counters). Equal dumps == equal state.

@@ -152,7 +152,7 @@ TEST_P(CacheStateForkTest, ForksAtTheEndOfThePromptCommitAnyContinuation) {
 }
 
 // CheckInvariants (also run by Restore) finds one slot in two tree records,
-// the state a contradicting commit used to leave: a snapshot whose second
+// the state a contradicting commit would leave: a snapshot whose second
 // record is edited to the first one's slots is refused.
 TEST(CacheStateInvariantTest, SlotHeldByTwoTreeRecordsIsFound) {
   CacheState state;

@@ -345,6 +345,76 @@ TEST_F(CacheStateTest, NewEpochWipesWorkerAndDeadWorkersAreDropped) {
   EXPECT_EQ(state_.Stats("", later)->workers.size(), 1u);
 }
 
+// Liveness counts only time the service ran: a pause it credits (its
+// process stopped for 8 s, more than the 10 s timeout minus the 3 s since
+// the last heartbeat) moves every heartbeat and lease expiry later.
+TEST_F(CacheStateTest, ACreditedPauseDoesNotCountAgainstWorkersOrLeases) {
+  const int64_t timeout = state_.options().heartbeat_timeout_ms;  // 10 s
+  const int64_t ttl = state_.options().lease_ttl_ms;              // 30 s
+  Register(Worker("w", 64, 1));
+  const AcquireResult held = MustAcquire(Acq("w", {1, 2, 3}));
+  const int64_t resumed = kNow + 3'000 + 8'000;
+  state_.CreditServicePause(8'000, resumed);
+  ExpectInvariants();
+  EXPECT_TRUE(state_.DropDeadWorkers(resumed).dropped_worker_ids.empty());
+  EXPECT_EQ(state_.Stats("w", resumed)->workers[0].heartbeat_age_ms, 3'000);
+  // Dropped once the service has run a whole timeout without hearing it.
+  EXPECT_TRUE(state_.DropDeadWorkers(kNow + 8'000 + timeout)
+                  .dropped_worker_ids.empty());
+  EXPECT_TRUE(state_.ExpireLeases(kNow + ttl).expired.empty());
+  EXPECT_EQ(state_.ExpireLeases(kNow + 8'000 + ttl).expired.size(), 1u);
+  EXPECT_THAT(
+      state_.DropDeadWorkers(kNow + 8'000 + timeout + 1).dropped_worker_ids,
+      ElementsAre("w"));
+  ExpectInvariants();
+  EXPECT_EQ(held.lease_id, 1u);
+}
+
+TEST_F(CacheStateTest, ACreditNeverMovesAHeartbeatPastNow) {
+  Register(Worker("w", 64, 1));
+  state_.CreditServicePause(60'000, kNow + 1'000);
+  EXPECT_EQ(state_.Stats("w", kNow + 1'000)->workers[0].heartbeat_age_ms, 0);
+  const std::string dump = state_.CanonicalDump();
+  state_.CreditServicePause(0, kNow + 5'000);
+  state_.CreditServicePause(-3, kNow + 5'000);
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+}
+
+// After a rebuild the residency of a worker that has not confirmed its
+// epoch is not reported (the process may be new, its pool empty); a
+// heartbeat or a same-epoch Register confirms it. Not logical state.
+TEST_F(CacheStateTest, UnconfirmedWorkersMatchNothingUntilTheyHeartbeat) {
+  Register(Worker("a", 64, 1));
+  Register(Worker("b", 64, 1));
+  Store("a", Range(1, 10));
+  Store("b", Range(1, 10));
+  const std::string dump = state_.CanonicalDump();
+  state_.MarkWorkersUnconfirmed();
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+  auto match = [&] {
+    return state_.Match(MatchRequest{"m", "", Range(1, 12)}, kNow)->workers;
+  };
+  for (const WorkerMatch& w : match()) {
+    EXPECT_TRUE(w.unconfirmed);
+    EXPECT_EQ(w.matched_tokens, 0);
+    EXPECT_EQ(w.page_aligned_tokens, 0);
+    EXPECT_EQ(w.cached_tokens, 10);  // memory state is still reported
+  }
+  EXPECT_TRUE(StatsOf("a").unconfirmed);
+  ASSERT_TRUE(state_.Heartbeat(HeartbeatRequest{"a", 1, {}, {}}, kNow).ok());
+  ASSERT_TRUE(state_.RegisterWorker(Worker("b", 64, 1), kNow).ok());
+  for (const WorkerMatch& w : match()) {
+    EXPECT_FALSE(w.unconfirmed) << w.worker_id;
+    EXPECT_EQ(w.matched_tokens, 10) << w.worker_id;
+  }
+  // A new epoch registers confirmed (and without residency).
+  state_.MarkWorkersUnconfirmed();
+  ASSERT_TRUE(state_.RegisterWorker(Worker("a", 64, 1, 2), kNow).ok());
+  EXPECT_FALSE(match()[0].unconfirmed);
+  EXPECT_EQ(match()[0].matched_tokens, 0);
+  EXPECT_TRUE(match()[1].unconfirmed);
+}
+
 TEST_F(CacheStateTest, LeasesExpireUnlessRenewed) {
   Register(Worker("w", 64, 1));
   const AcquireResult a = MustAcquire(Acq("w", {1, 2, 3}));
