@@ -29,25 +29,6 @@ namespace {
 
 namespace pb = ::radixkv::v1;
 
-std::vector<int32_t> Concat(std::vector<int32_t> a,
-                            const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// kill -CONT when it goes out of scope (a frozen process is resumed before
-// the cluster stops it, also when an assertion returned early).
-class ResumeOnExit {
- public:
-  explicit ResumeOnExit(pid_t pid) : pid_(pid) {}
-  ~ResumeOnExit() { ::kill(pid_, SIGCONT); }
-  ResumeOnExit(const ResumeOnExit&) = delete;
-  ResumeOnExit& operator=(const ResumeOnExit&) = delete;
-
- private:
-  pid_t pid_;
-};
-
 pb::MatchResponse Match(const std::string& cache_address,
                         const std::vector<int32_t>& tokens) {
   pb::MatchRequest req;
