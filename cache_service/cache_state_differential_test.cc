@@ -514,6 +514,19 @@ class Harness {
     } else if (roll < 81) {
       if (Uniform(0, 1)) now_ += 1000;
       const int64_t t = now_;
+      if (Uniform(0, 3) == 0) {
+        // The service was paused: liveness and leases are credited.
+        const int64_t paused = Uniform(0, 3000);
+        Call([paused, t](CacheState& s) {
+          s.CreditServicePause(paused, t);
+          return absl::StatusOr<FlushResult>(FlushResult{});
+        });
+        for (auto& [id, w] : workers_) {
+          w.last_heartbeat = std::max(w.last_heartbeat,
+                                      std::min(t, w.last_heartbeat + paused));
+        }
+        for (auto& [id, l] : leases_) l.expires_at += paused;
+      }
       ExpireResult r = Call([t](CacheState& s) { return s.ExpireLeases(t); });
       std::vector<uint64_t> expected;
       for (const auto& [id, l] : leases_) {
