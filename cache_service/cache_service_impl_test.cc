@@ -1253,7 +1253,8 @@ TEST(CacheServiceRedisTest, RestartUnconfirmsWorkersAndCreditsTheDowntime) {
   EXPECT_TRUE(match.workers(1).unconfirmed());
   // w1 never comes back: dropped once the service has run a timeout long.
   h.RunFor(kHeartbeatTimeoutMs + 500);
-  for (const pb::WorkerCacheStats& w : h.Stats().workers()) {
+  const pb::StatsResponse after = h.Stats();
+  for (const pb::WorkerCacheStats& w : after.workers()) {
     EXPECT_NE(w.worker_id(), "w1");
   }
 }
