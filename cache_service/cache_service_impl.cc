@@ -135,22 +135,22 @@ absl::Status ApplyRegister(CacheState& state, const pb::RegisterRequest& req,
   resp->set_epoch(result->epoch);
   resp->set_lease_ttl_ms(result->lease_ttl_ms);
   resp->set_heartbeat_timeout_ms(result->heartbeat_timeout_ms);
+  resp->set_heartbeat_interval_ms(result->heartbeat_interval_ms);
   return absl::OkStatus();
 }
 
-// The live Register: ApplyRegister behind the vocab admission check
-// (CacheState::CheckVocabAgreesWithLiveWorkers). A rejected call is not
-// journaled; replay uses ApplyRegister alone, so journals written before
-// the check existed (which may hold disagreeing vocabularies) replay as
-// they did.
+// The live Register: ApplyRegister behind the admission checks of the
+// metadata bounds and the vocabulary (CacheState::CheckRegisterWithinBounds,
+// CheckVocabAgreesWithLiveWorkers). A rejected call is not journaled;
+// replay uses ApplyRegister alone, so journals written before a check
+// existed, or under other bounds, replay as they did.
 absl::Status AdmitAndApplyRegister(CacheState& state,
                                    const pb::RegisterRequest& req,
                                    int64_t now_ms, pb::RegisterResponse* resp) {
-  if (absl::Status s =
-          state.CheckVocabAgreesWithLiveWorkers(FromProto(req), now_ms);
-      !s.ok()) {
-    return s;
-  }
+  const RegisterWorkerRequest r = FromProto(req);
+  absl::Status s = state.CheckRegisterWithinBounds(r);
+  if (s.ok()) s = state.CheckVocabAgreesWithLiveWorkers(r, now_ms);
+  if (!s.ok()) return s;
   return ApplyRegister(state, req, now_ms, resp);
 }
 
@@ -231,18 +231,34 @@ absl::Status ApplyFork(CacheState& state, const pb::ForkRequest& req,
   return absl::OkStatus();
 }
 
-absl::Status ApplyCommit(CacheState& state, const pb::CommitRequest& req,
-                         int64_t now_ms, pb::CommitResponse* resp) {
+CommitRequest FromProto(const pb::CommitRequest& req) {
   CommitRequest r;
   r.lease_id = req.lease_id();
   r.tokens = ToVector(req.tokens());
   r.keep_lease = req.keep_lease();
-  absl::StatusOr<CommitResult> result = state.Commit(r, now_ms);
+  return r;
+}
+
+absl::Status ApplyCommit(CacheState& state, const pb::CommitRequest& req,
+                         int64_t now_ms, pb::CommitResponse* resp) {
+  absl::StatusOr<CommitResult> result = state.Commit(FromProto(req), now_ms);
   if (!result.ok()) return result.status();
   resp->set_inserted_tokens(result->inserted_tokens);
   resp->set_freed_slots(result->freed_slots);
   ToProto(result->kv_indices, resp->mutable_kv_indices());
   return absl::OkStatus();
+}
+
+// The live Commit: ApplyCommit behind the tree-count bound
+// (CacheState::CheckCommitWithinBounds); replay uses ApplyCommit alone.
+absl::Status AdmitAndApplyCommit(CacheState& state,
+                                 const pb::CommitRequest& req, int64_t now_ms,
+                                 pb::CommitResponse* resp) {
+  if (absl::Status s = state.CheckCommitWithinBounds(FromProto(req), now_ms);
+      !s.ok()) {
+    return s;
+  }
+  return ApplyCommit(state, req, now_ms, resp);
 }
 
 absl::Status ApplyRelease(CacheState& state, const pb::ReleaseRequest& req,
@@ -270,8 +286,19 @@ absl::Status ApplyFlush(CacheState& state, const pb::FlushRequest& req,
   return absl::OkStatus();
 }
 
-// Expiry + dead-worker sweep at now_ms; returns {expired, dropped}.
-std::pair<int, int> ApplySweep(CacheState& state, int64_t now_ms) {
+// The journal payload of a sweep: empty, or the pause it credited (8 bytes,
+// little endian; journals written before pauses were credited have none).
+std::string SweepPayload(int64_t paused_ms) {
+  std::string payload;
+  if (paused_ms > 0) PutInt64(&payload, paused_ms);
+  return payload;
+}
+
+// Credit of a pause (CacheState::CreditServicePause), then expiry +
+// dead-worker sweep at now_ms; returns {expired, dropped}.
+std::pair<int, int> ApplySweep(CacheState& state, int64_t now_ms,
+                               int64_t paused_ms) {
+  state.CreditServicePause(paused_ms, now_ms);
   ExpireResult expired = state.ExpireLeases(now_ms);
   DropResult dropped = state.DropDeadWorkers(now_ms);
   return {static_cast<int>(expired.expired.size()),
@@ -323,10 +350,17 @@ absl::StatusOr<std::unique_ptr<CacheServiceImpl>> CacheServiceImpl::Create(
     service->snapshotter_ = std::make_unique<ForkedSnapshotter>(
         service->journal_.get(), service->options_.forked_snapshot);
   }
-  if (service->journal_ != nullptr) {
+  {
     absl::MutexLock lock(&service->mu_);
-    absl::Status recovered = service->RecoverLocked();
-    if (!recovered.ok()) return recovered;
+    if (service->journal_ != nullptr) {
+      absl::Status recovered = service->RecoverLocked();
+      if (!recovered.ok()) return recovered;
+    }
+    // A pause before the first sweep counts from here (or from the last
+    // journaled operation, which RecoverLocked took).
+    if (service->last_sweep_ms_ == 0) {
+      service->last_sweep_ms_ = service->NowLocked();
+    }
   }
   service->RefreshMetrics();
   return service;
@@ -385,6 +419,12 @@ absl::Status CacheServiceImpl::RecoverLocked() {
   }
   last_now_ms_ = std::max(last_now_ms_, last_now);
   last_now_ms_for_read_.store(last_now_ms_);
+  // The process at a worker's address may have restarted while this
+  // service was down: its residency must not attract placements until the
+  // worker confirms its epoch. And the time since the last journaled
+  // operation, when nobody could be heard, is credited by the next sweep.
+  state_.MarkWorkersUnconfirmed();
+  last_sweep_ms_ = last_now;
   absl::Status invariants = state_.CheckInvariants();
   if (!invariants.ok()) {
     return absl::InternalError(
@@ -425,7 +465,10 @@ absl::Status CacheServiceImpl::ReplayLocked(JournalOp op, int64_t now_ms,
     case JournalOp::kFlush:
       return ReplayWith(state_, payload, now_ms, &ApplyFlush);
     case JournalOp::kSweep:
-      ApplySweep(state_, now_ms);
+      if (!payload.empty() && payload.size() != 8) {
+        return absl::DataLossError("sweep journal entry of a bad size");
+      }
+      ApplySweep(state_, now_ms, payload.empty() ? 0 : GetInt64(payload));
       return absl::OkStatus();
   }
   return absl::DataLossError(
@@ -441,6 +484,31 @@ int64_t CacheServiceImpl::NowLocked() {
 int64_t CacheServiceImpl::NowForRead() const {
   return std::max(options_.clock_ms(),
                   last_now_ms_for_read_.load(std::memory_order_relaxed));
+}
+
+absl::Status CacheServiceImpl::OutOfMemoryLocked(CacheRpc rpc) {
+  const std::string what = absl::StrCat(
+      "the cache service ran out of memory applying ", CacheRpcName(rpc));
+  if (journal_ != nullptr) {
+    // The call may be half applied; Redis holds the state without it.
+    spdlog::error("{}; rebuilding the state from redis", what);
+    if (!journal_broken_.exchange(true) && options_.availability_observer) {
+      options_.availability_observer(false);
+    }
+    return absl::ResourceExhaustedError(
+        what + "; it is not applied (the state is rebuilt from redis)");
+  }
+  absl::Status invariants;
+  try {
+    invariants = state_.CheckInvariants();
+  } catch (const std::bad_alloc&) {
+    invariants = absl::ResourceExhaustedError("out of memory");
+  }
+  if (invariants.ok()) return absl::ResourceExhaustedError(what);
+  spdlog::critical("{}; the in-memory state may be inconsistent ({})", what,
+                   invariants.ToString());
+  return absl::InternalError(absl::StrCat(
+      what, "; the in-memory state may be inconsistent: restart the service"));
 }
 
 absl::Status CacheServiceImpl::Available() const {
@@ -570,7 +638,11 @@ void CacheServiceImpl::RunMutation(
     status = Available();
     if (status.ok()) {
       const int64_t now_ms = NowLocked();
-      status = apply(state_, request, now_ms, response);
+      try {
+        status = apply(state_, request, now_ms, response);
+      } catch (const std::bad_alloc&) {
+        status = OutOfMemoryLocked(rpc);
+      }
       if (status.ok() && journal_ != nullptr) {
         // Acknowledged by the journal's callback once durable.
         JournalThenDoneLocked(rpc, start, op, now_ms, request, std::move(done));
@@ -700,7 +772,8 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Commit(
     grpc::CallbackServerContext* context, const pb::CommitRequest* request,
     pb::CommitResponse* response) {
   return HandleMutation(context, CacheRpc::kCommit, JournalOp::kCommit, request,
-                        response, &ApplyCommit, ValidateCommit(*request));
+                        response, &AdmitAndApplyCommit,
+                        ValidateCommit(*request));
 }
 
 grpc::ServerUnaryReactor* CacheServiceImpl::Release(
@@ -742,7 +815,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Match(
     {
       absl::ReaderMutexLock lock(&mu_);
       locked = absl::Now();
-      result = state_.Match(r, NowForRead());
+      try {
+        result = state_.Match(r, NowForRead());
+      } catch (const std::bad_alloc&) {
+        result = absl::ResourceExhaustedError(
+            "the cache service ran out of memory answering Match");
+      }
     }
     if (spdlog::should_log(spdlog::level::debug)) {
       const auto& md = context->client_metadata();
@@ -775,6 +853,7 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Match(
         m->set_protected_slots(w.protected_slots);
         m->set_cached_tokens(w.cached_tokens);
         m->set_page_size(w.page_size);
+        m->set_unconfirmed(w.unconfirmed);
       }
     }
   }
@@ -807,6 +886,7 @@ void CacheServiceImpl::FillStats(const StatsResult& stats,
     s->set_prefix_hit_tokens(w.prefix_hit_tokens);
     s->set_evicted_tokens(w.evicted_tokens);
     s->set_expired_leases(w.expired_leases);
+    s->set_unconfirmed(w.unconfirmed);
   }
 }
 
@@ -820,7 +900,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Stats(
     absl::StatusOr<StatsResult> result;
     {
       absl::ReaderMutexLock lock(&mu_);
-      result = state_.Stats(request->worker_id(), NowForRead());
+      try {
+        result = state_.Stats(request->worker_id(), NowForRead());
+      } catch (const std::bad_alloc&) {
+        result = absl::ResourceExhaustedError(
+            "the cache service ran out of memory answering Stats");
+      }
     }
     status = result.status();
     if (result.ok()) FillStats(*result, response);
@@ -839,7 +924,12 @@ grpc::ServerUnaryReactor* CacheServiceImpl::Dump(
     std::string dump;
     {
       absl::ReaderMutexLock lock(&mu_);
-      dump = state_.CanonicalDump();
+      try {
+        dump = state_.CanonicalDump();
+      } catch (const std::bad_alloc&) {
+        status = absl::ResourceExhaustedError(
+            "the cache service ran out of memory writing the dump");
+      }
     }
     if (dump.size() > kMaxDumpBytes) {
       status = absl::ResourceExhaustedError(absl::StrCat(
@@ -1029,7 +1119,7 @@ class CacheServiceImpl::LeaseStreamReactor final
         return;
       case pb::LeaseStreamRequest::kCommit:
         s.RunMutation(CacheRpc::kCommit, JournalOp::kCommit, request_.commit(),
-                      r.mutable_commit(), &ApplyCommit,
+                      r.mutable_commit(), &AdmitAndApplyCommit,
                       s.ValidateCommit(request_.commit()), std::move(done));
         return;
       case pb::LeaseStreamRequest::kRelease:
@@ -1173,13 +1263,19 @@ int CacheServiceImpl::SweepOnce() {
     absl::MutexLock lock(&mu_);
     if (!journal_broken_.load()) {
       const int64_t now_ms = NowLocked();
-      auto [num_expired, num_dropped] = ApplySweep(state_, now_ms);
+      const int64_t paused_ms = PauseBeforeSweepLocked(now_ms);
+      auto [num_expired, num_dropped] = ApplySweep(state_, now_ms, paused_ms);
       expired = num_expired;
-      if (num_expired > 0 || num_dropped > 0) {
-        spdlog::info("sweep at {} ms: {} leases expired, {} workers dropped",
-                     now_ms, num_expired, num_dropped);
+      if (paused_ms > 0 || num_expired > 0 || num_dropped > 0) {
+        spdlog::info(
+            "sweep at {} ms: {} leases expired, {} workers dropped{}", now_ms,
+            num_expired, num_dropped,
+            paused_ms > 0
+                ? absl::StrCat(", after a pause of the service of ", paused_ms,
+                               " ms credited to every worker and lease")
+                : "");
         if (journal_ != nullptr) {
-          JournalLocked(JournalOp::kSweep, now_ms, "",
+          JournalLocked(JournalOp::kSweep, now_ms, SweepPayload(paused_ms),
                         [this](const absl::Status& status) {
                           if (!status.ok()) MarkJournalBroken();
                         });
@@ -1189,6 +1285,15 @@ int CacheServiceImpl::SweepOnce() {
   }
   RefreshMetrics();
   return expired;
+}
+
+int64_t CacheServiceImpl::PauseBeforeSweepLocked(int64_t now_ms) {
+  const int64_t interval_ms =
+      absl::ToInt64Milliseconds(options_.sweep_interval);
+  const int64_t gap_ms = now_ms - last_sweep_ms_;
+  last_sweep_ms_ = now_ms;
+  // Scheduling jitter is not a pause; one interval is the sweep's own.
+  return gap_ms > 2 * interval_ms ? gap_ms - interval_ms : 0;
 }
 
 void CacheServiceImpl::MarkJournalBroken() {

@@ -52,7 +52,15 @@
 //
 // Lease expiry and dead-worker removal run in a background sweep
 // (ExpireLeases + DropDeadWorkers at the sweep's time), journaled like RPCs
-// when they change anything.
+// when they change anything. Liveness counts only time the service ran: a
+// sweep that comes more than two intervals after the previous one (the
+// process was stopped, or starved, or the state was being rebuilt; after a
+// restart, the time since the last journaled operation) first credits the
+// gap minus one interval to every worker's heartbeat and every lease
+// (CacheState::CreditServicePause), journaled with the sweep, so a stall of
+// the service itself never drops its workers. After a rebuild from Redis,
+// every worker is unconfirmed until it heartbeats
+// (CacheState::MarkWorkersUnconfirmed).
 #ifndef RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_
 #define RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_
 
@@ -305,6 +313,20 @@ class CacheServiceImpl final
   absl::Status Available() const;
   // Sets journal_broken_ (first time: tells the availability observer).
   void MarkJournalBroken();
+  // How long the service was paused before the sweep at now_ms (it could
+  // not run its sweep, so it heard nobody): the time since the previous
+  // sweep minus one sweep interval when that exceeds two intervals, else 0.
+  // Records now_ms as the previous sweep.
+  int64_t PauseBeforeSweepLocked(int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The status of a mutation whose apply threw std::bad_alloc (out of
+  // memory or address space), instead of letting it escape into gRPC (whose
+  // callback API answers an escaped exception with an empty UNIMPLEMENTED):
+  // RESOURCE_EXHAUSTED; in Redis mode the state is rebuilt from the journal
+  // (the call may be half applied), in memory mode INTERNAL when the state
+  // fails CheckInvariants.
+  absl::Status OutOfMemoryLocked(CacheRpc rpc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rebuilds from Redis after a journal failure (sweep thread).
   void RepairJournal();
   void RefreshMetrics();
@@ -324,6 +346,10 @@ class CacheServiceImpl final
   mutable absl::Mutex mu_;
   CacheState state_ ABSL_GUARDED_BY(mu_);
   int64_t last_now_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // Time of the previous sweep (before the first one: the service's start;
+  // after a rebuild from Redis: the last journaled time), for
+  // PauseBeforeSweepLocked.
+  int64_t last_sweep_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ops_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_since_snapshot_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_snapshot_bytes_ ABSL_GUARDED_BY(mu_) = 0;

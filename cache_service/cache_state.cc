@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "cache_service/fork_links.h"
 #include "cache_service/lease_table.h"
 #include "cache_service/radix_tree.h"
 
@@ -179,7 +180,10 @@ class Reader {
   bool ok_ = true;
 };
 
-constexpr std::string_view kSnapshotMagic = "radixkv.cache_state.v1";
+// v2 added each lease's shared_tokens and the fork links; v1 snapshots
+// (no fork families known) are still read.
+constexpr std::string_view kSnapshotMagicV1 = "radixkv.cache_state.v1";
+constexpr std::string_view kSnapshotMagic = "radixkv.cache_state.v2";
 
 // True when some token, read as uint32, is >= limit (so negative ids count as
 // huge). SSE2 (baseline x86-64): unsigned compare as signed compare of
@@ -217,6 +221,9 @@ struct WorkerEntry {
   RegisterWorkerRequest info;
   WorkerLoad load;
   int64_t last_heartbeat_ms = 0;
+  // False from MarkWorkersUnconfirmed until the next Heartbeat or
+  // same-epoch Register (not part of the logical state).
+  bool confirmed = true;
   int bit = 0;
   std::unique_ptr<PageAllocator> allocator;
   std::unique_ptr<EvictionQueue> queue;
@@ -248,6 +255,10 @@ class CacheStateImpl {
       const RegisterWorkerRequest& request, int64_t now_ms);
   absl::Status CheckVocabAgreesWithLiveWorkers(
       const RegisterWorkerRequest& request, int64_t now_ms) const;
+  absl::Status CheckRegisterWithinBounds(
+      const RegisterWorkerRequest& request) const;
+  absl::Status CheckCommitWithinBounds(const CommitRequest& request,
+                                       int64_t now_ms) const;
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatRequest& request,
                                             int64_t now_ms);
   absl::StatusOr<DeregisterResult> DeregisterWorker(std::string_view worker_id,
@@ -268,6 +279,8 @@ class CacheStateImpl {
                                     int64_t now_ms) const;
   ExpireResult ExpireLeases(int64_t now_ms);
   DropResult DropDeadWorkers(int64_t now_ms);
+  void CreditServicePause(int64_t paused_ms, int64_t now_ms);
+  void MarkWorkersUnconfirmed();
   std::string CanonicalDump() const;
   std::string Serialize() const;
   static absl::StatusOr<std::unique_ptr<CacheStateImpl>> Deserialize(
@@ -307,11 +320,31 @@ class CacheStateImpl {
   int32_t RemoveWorker(const std::string& worker_id);
   std::vector<int64_t> TableSlots(const Lease& lease, int32_t page_size,
                                   int64_t from, int64_t to) const;
+  // INVALID_ARGUMENT naming the first position where `tokens` contradict
+  // what the lease's KV is known to hold (its prompt, then the tokens its
+  // fork family committed at positions it shares).
+  absl::Status CheckCommitAgrees(const Lease& lease,
+                                 const std::vector<int32_t>& tokens) const;
+  // After a Commit of `lease_id` with `tokens`: every lease sharing some of
+  // positions [0, len(tokens)) with it through Fork learns their tokens.
+  void ShareCommittedTokens(uint64_t lease_id,
+                            const std::vector<int32_t>& tokens);
+  // Snapshot restore: links the leases as `links` say. INVALID_ARGUMENT
+  // when a link names an unknown lease, joins two workers, is longer than a
+  // table or closes a cycle.
+  absl::Status RestoreForkLinks(const std::vector<ForkLink>& links);
+  // The fork-link part of CheckInvariants.
+  absl::Status CheckForkLinks() const;
+  // No slot of a worker is held by two tree records (CheckInvariants).
+  absl::Status CheckSlotsHeldOnce(const WorkerEntry& worker,
+                                  const ModelEntry& model) const;
 
   CacheOptions options_;
   std::map<std::string, WorkerEntry> workers_;
   std::map<std::string, ModelEntry> models_;
   LeaseTable leases_;
+  // Which live leases share KV positions through Fork.
+  ForkLinks fork_links_;
   uint64_t next_node_id_ = 1;
   int64_t expired_leases_total_ = 0;
 };
@@ -421,6 +454,7 @@ int64_t CacheStateImpl::EndLease(Lease* lease) {
   }
   worker.lease_ids.erase(lease->id);
   worker.lease_page_refs -= static_cast<int64_t>(lease->pages.size());
+  fork_links_.Remove(lease->id);
   leases_.Erase(lease->id);
   return freed;
 }
@@ -441,13 +475,56 @@ std::vector<int64_t> CacheStateImpl::TableSlots(const Lease& lease,
   return slots;
 }
 
+absl::Status CacheStateImpl::CheckCommitAgrees(
+    const Lease& lease, const std::vector<int32_t>& tokens) const {
+  const int64_t n =
+      std::min(static_cast<int64_t>(tokens.size()), lease.known_length());
+  const int64_t prompt = static_cast<int64_t>(lease.prompt.size());
+  for (int64_t p = 0; p < n; ++p) {
+    const int32_t known = lease.known_token(p);
+    if (tokens[p] == known) continue;
+    if (p < prompt) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("commit tokens of lease ", lease.id,
+                       " do not extend its prompt: position ", p,
+                       " holds token ", tokens[p], ", the prompt ", known));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "commit tokens of lease ", lease.id, " disagree at position ", p,
+        " with the KV it shares through Fork: a lease of its fork family "
+        "committed token ",
+        known, " there, this commit has ", tokens[p]));
+  }
+  return absl::OkStatus();
+}
+
+void CacheStateImpl::ShareCommittedTokens(uint64_t lease_id,
+                                          const std::vector<int32_t>& tokens) {
+  fork_links_.Visit(lease_id, static_cast<int64_t>(tokens.size()),
+                    [&](uint64_t other, int64_t shared) {
+                      Lease* lease = leases_.Find(other);
+                      const int64_t known = lease->known_length();
+                      // Everything past `other` already knows what it knows
+                      // (the links keep knowledge propagated), so the walk can
+                      // stop there.
+                      if (known >= shared) return false;
+                      lease->shared_tokens.insert(lease->shared_tokens.end(),
+                                                  tokens.begin() + known,
+                                                  tokens.begin() + shared);
+                      return true;
+                    });
+}
+
 int32_t CacheStateImpl::RemoveWorker(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   WorkerEntry& worker = it->second;
   const int32_t released = static_cast<int32_t>(worker.lease_ids.size());
   // The worker's pool is gone: its leases and residency vanish without
   // touching its allocator (which is dropped with it).
-  for (uint64_t id : worker.lease_ids) leases_.Erase(id);
+  for (uint64_t id : worker.lease_ids) {
+    fork_links_.Remove(id);
+    leases_.Erase(id);
+  }
   ModelEntry& model = models_.at(worker.info.model);
   for (auto t = model.trees.begin(); t != model.trees.end();) {
     t->second->RemoveWorker(worker.bit);
@@ -502,6 +579,8 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
   result.epoch = request.epoch;
   result.lease_ttl_ms = options_.lease_ttl_ms;
   result.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
+  result.heartbeat_interval_ms = std::max<int64_t>(
+      1, std::min(options_.heartbeat_timeout_ms, options_.lease_ttl_ms) / 4);
   if (WorkerEntry* known = FindWorker(request.worker_id)) {
     if (request.epoch < known->info.epoch) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -521,6 +600,7 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
       known->info.address = request.address;
       known->info.metrics_address = request.metrics_address;
       known->last_heartbeat_ms = now_ms;
+      known->confirmed = true;
       return result;
     }
     // A newer epoch: the old process's KV is gone. The model might change, so
@@ -533,8 +613,6 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
                          kMaxWorkersPerModel, " workers"));
       }
     }
-    result.wiped_previous_epoch = true;
-    result.released_leases = RemoveWorker(request.worker_id);
   } else {
     auto m = models_.find(request.model);
     if (m != models_.end() && m->second.mask == ~uint64_t{0}) {
@@ -543,9 +621,15 @@ absl::StatusOr<RegisterWorkerResult> CacheStateImpl::RegisterWorker(
                        kMaxWorkersPerModel, " workers"));
     }
   }
+  // The largest allocation comes first: if it fails, nothing has changed
+  // (the previous epoch is still registered).
   absl::StatusOr<PageAllocator> allocator =
       PageAllocator::Create(request.capacity_slots, request.page_size);
   if (!allocator.ok()) return allocator.status();
+  if (FindWorker(request.worker_id) != nullptr) {
+    result.wiped_previous_epoch = true;
+    result.released_leases = RemoveWorker(request.worker_id);
+  }
   ModelEntry& model = models_[request.model];
   const int bit = std::countr_one(model.mask);
   WorkerEntry& worker = workers_[request.worker_id];
@@ -584,6 +668,53 @@ absl::Status CacheStateImpl::CheckVocabAgreesWithLiveWorkers(
   return absl::OkStatus();
 }
 
+absl::Status CacheStateImpl::CheckRegisterWithinBounds(
+    const RegisterWorkerRequest& request) const {
+  if (absl::Status s = ValidateRegisterFields(request); !s.ok()) return s;
+  const MetadataBounds& bounds = options_.bounds;
+  int64_t in_use = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (id != request.worker_id) in_use += worker.info.capacity_slots;
+  }
+  if (in_use + request.capacity_slots > bounds.max_total_slots) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", request.worker_id, ": capacity_slots ",
+        request.capacity_slots, " with the ", in_use,
+        " slots other workers have registered exceeds the service's limit of ",
+        bounds.max_total_slots,
+        " slots (--max_total_slots; metadata costs 12 bytes per page and "
+        "8-360 bytes per cached token, docs/architecture.md)"));
+  }
+  const size_t others =
+      workers_.size() - (FindWorker(request.worker_id) != nullptr);
+  if (static_cast<int64_t>(others) + 1 > bounds.max_workers) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker ", request.worker_id, ": ", others,
+                     " workers are registered, the service's limit is ",
+                     bounds.max_workers, " (--max_workers)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckCommitWithinBounds(
+    const CommitRequest& request, int64_t now_ms) const {
+  const Lease* lease = leases_.Find(request.lease_id);
+  if (lease == nullptr || lease->expires_at_ms <= now_ms ||
+      FindTree(lease->model, lease->cache_salt) != nullptr) {
+    return absl::OkStatus();
+  }
+  size_t trees = 0;
+  for (const auto& [name, model] : models_) trees += model.trees.size();
+  if (static_cast<int64_t>(trees) < options_.bounds.max_trees) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "commit of lease ", lease->id, " would add a radix tree for model ",
+      lease->model, " and its cache_salt to the ", trees,
+      " trees the service holds; the limit is ", options_.bounds.max_trees,
+      " (--max_trees); the tokens are not cached, the lease is unchanged"));
+}
+
 absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
     const HeartbeatRequest& request, int64_t now_ms) {
   WorkerEntry* worker = FindWorker(request.worker_id);
@@ -606,6 +737,7 @@ absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
   }
   worker->load = request.load;
   worker->last_heartbeat_ms = std::max(worker->last_heartbeat_ms, now_ms);
+  worker->confirmed = true;
   HeartbeatResult result;
   for (uint64_t id : request.lease_ids) {
     Lease* lease = leases_.Find(id);
@@ -664,9 +796,11 @@ absl::StatusOr<MatchResult> CacheStateImpl::Match(const MatchRequest& request,
     match.worker_id = worker.info.worker_id;
     match.address = worker.info.address;
     match.epoch = worker.info.epoch;
-    match.matched_tokens = matched[bit];
+    // An unconfirmed worker's residency may describe a pool that is gone.
+    match.unconfirmed = !worker.confirmed;
+    match.matched_tokens = worker.confirmed ? matched[bit] : 0;
     match.page_aligned_tokens =
-        matched[bit] / worker.info.page_size * worker.info.page_size;
+        match.matched_tokens / worker.info.page_size * worker.info.page_size;
     match.load = worker.load;
     match.heartbeat_age_ms =
         std::max<int64_t>(0, now_ms - worker.last_heartbeat_ms);
@@ -934,6 +1068,12 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
     child.prompt.assign(p.prompt.begin(),
                         p.prompt.begin() + std::min<int64_t>(request.num_tokens,
                                                              p.prompt.size()));
+    // What the family already fixed at the shared positions past the prompt.
+    const int64_t known = std::min(request.num_tokens, p.known_length());
+    for (int64_t k = static_cast<int64_t>(child.prompt.size()); k < known;
+         ++k) {
+      child.shared_tokens.push_back(p.known_token(k));
+    }
     child.priority = p.priority;
     child.prefix_len = std::min(p.prefix_len, request.num_tokens);
     child.pages.assign(p.pages.begin(), p.pages.begin() + shared_pages);
@@ -947,6 +1087,7 @@ absl::StatusOr<ForkResult> CacheStateImpl::Fork(const ForkRequest& request,
           p.terminal, child.prefix_len, worker.bit);
     }
     Lease* added = leases_.Add(std::move(child));
+    fork_links_.Link(parent_id, added->id, request.num_tokens);
     worker.lease_ids.insert(added->id);
     worker.lease_page_refs += shared_pages;
     result.children.push_back(ForkedLease{
@@ -970,10 +1111,8 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
                      ": must be in [", lease->prompt.size(), " (prompt), ",
                      lease->length, " (lease length)]"));
   }
-  if (!std::equal(lease->prompt.begin(), lease->prompt.end(),
-                  request.tokens.begin())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "commit tokens of lease ", lease->id, " do not extend its prompt"));
+  if (absl::Status s = CheckCommitAgrees(*lease, request.tokens); !s.ok()) {
+    return s;
   }
   if (absl::Status s = ValidateTokens(request.tokens, worker.info.vocab_size);
       !s.ok()) {
@@ -993,6 +1132,7 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
   }
   const InsertResult inserted =
       tree->Insert(request.tokens, slots, bit, now_ms, lease->priority);
+  ShareCommittedTokens(lease->id, request.tokens);
   CommitResult result;
   result.inserted_tokens = inserted.inserted_tokens;
   int64_t freed_pages = 0;
@@ -1021,7 +1161,13 @@ absl::StatusOr<CommitResult> CacheStateImpl::Commit(
         lease->pages[k] = page;
       }
     }
+    // Known tokens past the commit stay known.
+    std::vector<int32_t> still_known;
+    for (int64_t p = n; p < lease->known_length(); ++p) {
+      still_known.push_back(lease->known_token(p));
+    }
     lease->prompt = request.tokens;
+    lease->shared_tokens = std::move(still_known);
     lease->prefix_len = n;
     leases_.Renew(lease, now_ms + options_.lease_ttl_ms);
     result.kv_indices = TableSlots(*lease, page_size, 0, lease->length);
@@ -1111,6 +1257,7 @@ absl::StatusOr<StatsResult> CacheStateImpl::Stats(std::string_view worker_id,
     s.prefix_hit_tokens = worker.prefix_hit_tokens;
     s.evicted_tokens = worker.evicted_tokens;
     s.expired_leases = worker.expired_leases;
+    s.unconfirmed = !worker.confirmed;
     result.workers.push_back(std::move(s));
   }
   result.active_leases = static_cast<int64_t>(leases_.size());
@@ -1155,6 +1302,27 @@ DropResult CacheStateImpl::DropDeadWorkers(int64_t now_ms) {
     result.dropped_worker_ids.push_back(id);
   }
   return result;
+}
+
+void CacheStateImpl::CreditServicePause(int64_t paused_ms, int64_t now_ms) {
+  if (paused_ms <= 0) return;
+  for (auto& [id, worker] : workers_) {
+    worker.last_heartbeat_ms =
+        std::max(worker.last_heartbeat_ms,
+                 std::min(now_ms, worker.last_heartbeat_ms + paused_ms));
+  }
+  std::vector<Lease*> leases;
+  leases.reserve(leases_.size());
+  for (const auto& [id, lease] : leases_.leases()) {
+    leases.push_back(leases_.Find(id));
+  }
+  for (Lease* lease : leases) {
+    leases_.Renew(lease, lease->expires_at_ms + paused_ms);
+  }
+}
+
+void CacheStateImpl::MarkWorkersUnconfirmed() {
+  for (auto& [id, worker] : workers_) worker.confirmed = false;
 }
 
 // ---- dump, snapshot, invariants ----
@@ -1223,6 +1391,13 @@ std::string CacheStateImpl::CanonicalDump() const {
                     " length=", l.length, " expires_at_ms=", l.expires_at_ms,
                     "\n  prompt=[", Runs(l.prompt), "] pages=[", Runs(l.pages),
                     "]\n");
+    if (!l.shared_tokens.empty()) {
+      absl::StrAppend(&out, "  shared_tokens=[", Runs(l.shared_tokens), "]\n");
+    }
+  }
+  for (const ForkLink& link : fork_links_.Links()) {
+    absl::StrAppend(&out, "fork_link ", link.a, " ", link.b,
+                    " shared=", link.shared, "\n");
   }
   return out;
 }
@@ -1308,6 +1483,14 @@ std::string CacheStateImpl::Serialize() const {
     w.I32s(l.pages);
     w.I64(l.length);
     w.I64(l.expires_at_ms);
+    w.I32s(l.shared_tokens);
+  }
+  const std::vector<ForkLink> links = fork_links_.Links();
+  w.U64(links.size());
+  for (const ForkLink& link : links) {
+    w.U64(link.a);
+    w.U64(link.b);
+    w.I64(link.shared);
   }
   return w.Take();
 }
@@ -1320,7 +1503,11 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     return absl::DataLossError(
         absl::StrCat("cache_state snapshot: ", std::string(what)));
   };
-  if (r.Str() != kSnapshotMagic || !r.ok()) return corrupt("bad magic");
+  const std::string magic = r.Str();
+  if (!r.ok() || (magic != kSnapshotMagic && magic != kSnapshotMagicV1)) {
+    return corrupt("bad magic");
+  }
+  const bool v1 = magic == kSnapshotMagicV1;
   const uint64_t next_lease_id = r.U64();
   state->next_node_id_ = r.U64();
   state->expired_leases_total_ = r.I64();
@@ -1444,12 +1631,14 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     l.pages = r.I32s();
     l.length = r.I64();
     l.expires_at_ms = r.I64();
+    if (!v1) l.shared_tokens = r.I32s();
     if (!r.ok()) break;
     WorkerEntry* worker = state->FindWorker(l.worker_id);
     if (worker == nullptr || worker->info.model != l.model ||
         l.length < static_cast<int64_t>(l.prompt.size()) ||
         static_cast<int64_t>(l.pages.size()) !=
-            CeilDiv(l.length, worker->info.page_size)) {
+            CeilDiv(l.length, worker->info.page_size) ||
+        l.known_length() > l.length) {
       return corrupt("bad lease record");
     }
     for (int32_t page : l.pages) {
@@ -1479,6 +1668,14 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     worker->lease_ids.insert(added->id);
     worker->lease_page_refs += static_cast<int64_t>(added->pages.size());
   }
+  std::vector<ForkLink> links;
+  const uint64_t num_links = v1 ? 0 : r.U64();
+  for (uint64_t i = 0; i < num_links && r.ok(); ++i) {
+    links.push_back(ForkLink{r.U64(), r.U64(), r.I64()});
+  }
+  if (absl::Status s = state->RestoreForkLinks(links); r.ok() && !s.ok()) {
+    return corrupt(std::string(s.message()));
+  }
   if (!r.ok() || !r.done()) return corrupt("truncated or trailing bytes");
   if (next_lease_id < state->leases_.next_id()) {
     return corrupt("next_lease_id below a lease id");
@@ -1501,6 +1698,120 @@ absl::StatusOr<std::unique_ptr<CacheStateImpl>> CacheStateImpl::Deserialize(
     return corrupt(std::string(s.message()));
   }
   return state;
+}
+
+namespace {
+
+// Union-find root of x over `parent` (absent = its own root).
+uint64_t ForestRoot(absl::flat_hash_map<uint64_t, uint64_t>& parent,
+                    uint64_t x) {
+  while (true) {
+    auto it = parent.find(x);
+    if (it == parent.end() || it->second == x) return x;
+    x = it->second;
+  }
+}
+
+}  // namespace
+
+absl::Status CacheStateImpl::RestoreForkLinks(
+    const std::vector<ForkLink>& links) {
+  absl::flat_hash_map<uint64_t, uint64_t> parent;
+  for (const ForkLink& link : links) {
+    const Lease* a = leases_.Find(link.a);
+    const Lease* b = leases_.Find(link.b);
+    if (a == nullptr || b == nullptr || link.a >= link.b ||
+        a->worker_id != b->worker_id || link.shared < 1 ||
+        link.shared > std::min(a->length, b->length)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad fork link ", link.a, "-", link.b));
+    }
+    const uint64_t ra = ForestRoot(parent, link.a);
+    const uint64_t rb = ForestRoot(parent, link.b);
+    if (ra == rb) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fork link ", link.a, "-", link.b, " closes a cycle"));
+    }
+    parent[ra] = rb;
+    fork_links_.Link(link.a, link.b, link.shared);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckForkLinks() const {
+  absl::flat_hash_map<uint64_t, uint64_t> parent;
+  for (const ForkLink& link : fork_links_.Links()) {
+    const std::string name = absl::StrCat("fork link ", link.a, "-", link.b);
+    const Lease* a = leases_.Find(link.a);
+    const Lease* b = leases_.Find(link.b);
+    if (a == nullptr || b == nullptr) {
+      return absl::InternalError(name + ": names an ended lease");
+    }
+    if (a->worker_id != b->worker_id || link.shared < 1 ||
+        link.shared > std::min(a->length, b->length)) {
+      return absl::InternalError(
+          name + ": joins two workers or is longer than a table");
+    }
+    const uint64_t ra = ForestRoot(parent, link.a);
+    const uint64_t rb = ForestRoot(parent, link.b);
+    if (ra == rb) return absl::InternalError(name + ": closes a cycle");
+    parent[ra] = rb;
+    // Both ends know the same tokens of the shared positions (a Commit told
+    // every lease sharing them).
+    const int64_t known_a = std::min(link.shared, a->known_length());
+    const int64_t known_b = std::min(link.shared, b->known_length());
+    if (known_a != known_b) {
+      return absl::InternalError(
+          absl::StrCat(name, ": the leases know ", known_a, " and ", known_b,
+                       " of the ", link.shared, " shared tokens"));
+    }
+    for (int64_t p = 0; p < known_a; ++p) {
+      if (a->known_token(p) != b->known_token(p)) {
+        return absl::InternalError(absl::StrCat(
+            name, ": the leases disagree on the token of position ", p));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CacheStateImpl::CheckSlotsHeldOnce(const WorkerEntry& worker,
+                                                const ModelEntry& model) const {
+  // One bit per slot: the record holding a slot is the only one that may
+  // (two records on one slot would give one KV two token prefixes).
+  std::vector<bool> held(worker.allocator->capacity_slots(), false);
+  int64_t twice = -1;
+  uint64_t second_node = 0;
+  for (const auto& [salt, tree] : model.trees) {
+    tree->ForEachPreorder([&](const RadixNode& node) {
+      const Residency* r = node.residency(worker.bit);
+      if (r == nullptr || twice >= 0) return;
+      for (int32_t slot : r->slots) {
+        if (held[slot]) {
+          twice = slot;
+          second_node = node.id();
+          return;
+        }
+        held[slot] = true;
+      }
+    });
+  }
+  if (twice < 0) return absl::OkStatus();
+  uint64_t first_node = 0;
+  for (const auto& [salt, tree] : model.trees) {
+    tree->ForEachPreorder([&](const RadixNode& node) {
+      const Residency* r = node.residency(worker.bit);
+      if (r == nullptr || first_node != 0) return;
+      if (std::find(r->slots.begin(), r->slots.end(), twice) !=
+          r->slots.end()) {
+        first_node = node.id();
+      }
+    });
+  }
+  return absl::InternalError(
+      absl::StrCat("worker ", worker.info.worker_id, ": slot ", twice,
+                   " is held by two tree records (nodes ", first_node, " and ",
+                   second_node, ")"));
 }
 
 absl::Status CacheStateImpl::CheckInvariants() const {
@@ -1619,6 +1930,9 @@ absl::Status CacheStateImpl::CheckInvariants() const {
         ++protects[page];
       }
     }
+    if (absl::Status s = CheckSlotsHeldOnce(worker, m->second); !s.ok()) {
+      return s;
+    }
     if (queued != worker.queue->size()) {
       return absl::InternalError(
           absl::StrCat("worker ", id, ": eviction queue holds ",
@@ -1658,7 +1972,7 @@ absl::Status CacheStateImpl::CheckInvariants() const {
                                  ": free + evictable + protected != capacity");
     }
   }
-  return absl::OkStatus();
+  return CheckForkLinks();
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>>
@@ -1712,6 +2026,14 @@ absl::Status CacheState::CheckVocabAgreesWithLiveWorkers(
     const RegisterWorkerRequest& request, int64_t now_ms) const {
   return impl_->CheckVocabAgreesWithLiveWorkers(request, now_ms);
 }
+absl::Status CacheState::CheckRegisterWithinBounds(
+    const RegisterWorkerRequest& request) const {
+  return impl_->CheckRegisterWithinBounds(request);
+}
+absl::Status CacheState::CheckCommitWithinBounds(const CommitRequest& request,
+                                                 int64_t now_ms) const {
+  return impl_->CheckCommitWithinBounds(request, now_ms);
+}
 absl::StatusOr<HeartbeatResult> CacheState::Heartbeat(
     const HeartbeatRequest& request, int64_t now_ms) {
   return impl_->Heartbeat(request, now_ms);
@@ -1763,6 +2085,10 @@ ExpireResult CacheState::ExpireLeases(int64_t now_ms) {
 DropResult CacheState::DropDeadWorkers(int64_t now_ms) {
   return impl_->DropDeadWorkers(now_ms);
 }
+void CacheState::CreditServicePause(int64_t paused_ms, int64_t now_ms) {
+  impl_->CreditServicePause(paused_ms, now_ms);
+}
+void CacheState::MarkWorkersUnconfirmed() { impl_->MarkWorkersUnconfirmed(); }
 std::string CacheState::CanonicalDump() const { return impl_->CanonicalDump(); }
 std::string CacheState::Serialize() const { return impl_->Serialize(); }
 absl::Status CacheState::Restore(std::string_view snapshot) {

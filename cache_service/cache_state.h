@@ -66,6 +66,25 @@ inline constexpr int64_t kMaxCapacitySlots = int64_t{1} << 26;  // slots
 inline constexpr size_t kMaxWorkerIdBytes = 128;
 inline constexpr size_t kMaxCacheSaltBytes = 256;
 
+// Bounds on the service's metadata, so that no sequence of calls can make it
+// allocate without limit (docs/architecture.md "Memory bound": bytes per
+// slot, per tree and per worker). Checked by the admission checks of live
+// calls (CheckRegisterWithinBounds, CheckCommitWithinBounds), never by the
+// operations themselves: a journal written under other bounds replays to
+// the same state.
+struct MetadataBounds {
+  // Sum of capacity_slots over all registered workers, slots. The page
+  // allocator costs 12 bytes per page; cached tokens cost about 8-20 bytes
+  // each in tree records (up to ~360 when every token is its own node).
+  int64_t max_total_slots = int64_t{1} << 24;
+  // Registered workers over all models (models <= workers: a model exists
+  // only while a worker serves it).
+  int32_t max_workers = 1024;
+  // (model, cache_salt) trees over all models (a tree exists only while it
+  // holds tokens; each costs ~1 KiB beyond its nodes).
+  int32_t max_trees = 65536;
+};
+
 // Configuration that is not part of the journaled state (the restarted
 // service must use the same values).
 struct CacheOptions {
@@ -81,6 +100,9 @@ struct CacheOptions {
   // Grow() rounds num_tokens up to a multiple of this when page_size == 1
   // (amortises Grow calls, design brief step 4). Slots, >= 1.
   int32_t grow_chunk_tokens = 16;
+  // Metadata bounds of live Register and Commit calls (may change across a
+  // restart).
+  MetadataBounds bounds;
 };
 
 // A worker's load as reported by its heartbeat (mirrors radixkv.v1.WorkerLoad).
@@ -110,6 +132,10 @@ struct RegisterWorkerResult {
   int64_t epoch = 0;
   int64_t lease_ttl_ms = 0;
   int64_t heartbeat_timeout_ms = 0;
+  // The worker's heartbeat period and deadline: min(heartbeat timeout,
+  // lease TTL) / 4, so that interval + deadline + interval (one lost
+  // heartbeat) stays within 3/4 of either. Milliseconds, >= 1.
+  int64_t heartbeat_interval_ms = 0;
   // True when a previous epoch of this worker was wiped (residency, leases).
   bool wiped_previous_epoch = false;
   // Leases dropped by that wipe.
@@ -161,6 +187,9 @@ struct WorkerMatch {
   int64_t protected_slots = 0;
   int64_t cached_tokens = 0;  // tokens resident in the model's trees
   int32_t page_size = 0;      // tokens per page
+  // Restored but not yet confirmed (MarkWorkersUnconfirmed): matched_tokens
+  // and page_aligned_tokens are 0.
+  bool unconfirmed = false;
 };
 
 struct MatchResult {
@@ -291,6 +320,7 @@ struct WorkerStats {
   int64_t prefix_hit_tokens = 0;    // prefix_len of Acquire calls
   int64_t evicted_tokens = 0;
   int64_t expired_leases = 0;
+  bool unconfirmed = false;  // see WorkerMatch::unconfirmed
 };
 
 struct StatsResult {
@@ -342,9 +372,12 @@ class CacheState {
   //   capacity not a positive multiple of page_size or > kMaxCapacitySlots,
   //   negative epoch or vocab_size.
   // FAILED_PRECONDITION: lower epoch, same epoch with another shape.
-  // RESOURCE_EXHAUSTED: kMaxWorkersPerModel workers already serve the model.
-  // The service's live Register runs CheckVocabAgreesWithLiveWorkers first;
-  // this method (also the journal-replay path) does not.
+  // RESOURCE_EXHAUSTED: kMaxWorkersPerModel workers already serve the model,
+  // or the page allocator cannot be allocated (out of memory); the previous
+  // epoch is kept then.
+  // The service's live Register runs CheckRegisterWithinBounds and
+  // CheckVocabAgreesWithLiveWorkers first; this method (also the
+  // journal-replay path) does not.
   absl::StatusOr<RegisterWorkerResult> RegisterWorker(
       const RegisterWorkerRequest& request, int64_t now_ms);
 
@@ -366,7 +399,27 @@ class CacheState {
   absl::Status CheckVocabAgreesWithLiveWorkers(
       const RegisterWorkerRequest& request, int64_t now_ms) const;
 
-  // Records load and liveness, renews listed leases of this worker.
+  // Read-only admission check of a live Register against options().bounds:
+  // the registered workers' capacity_slots plus request.capacity_slots
+  // (minus the capacity of request.worker_id's own registered epoch, which
+  // a Register replaces) must not exceed max_total_slots, and a new
+  // worker_id must not make more than max_workers workers.
+  // INVALID_ARGUMENT: the malformed requests RegisterWorker rejects.
+  // RESOURCE_EXHAUSTED naming the requested slots, the slots in use, the
+  // limit and the flag. Changes nothing.
+  absl::Status CheckRegisterWithinBounds(
+      const RegisterWorkerRequest& request) const;
+
+  // Read-only admission check of a live Commit against options().bounds: a
+  // Commit that would create a new (model, cache_salt) tree while
+  // max_trees trees exist is RESOURCE_EXHAUSTED (the worker releases the
+  // lease; its tokens are not cached). OK for anything Commit itself
+  // refuses (unknown lease, bad tokens). Changes nothing.
+  absl::Status CheckCommitWithinBounds(const CommitRequest& request,
+                                       int64_t now_ms) const;
+
+  // Records load and liveness, renews listed leases of this worker, and
+  // confirms the worker (see MarkWorkersUnconfirmed).
   // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered
   // (an older one is "stale"; a newer one asks the worker to re-register).
   // INVALID_ARGUMENT: a negative load value (nothing changes).
@@ -421,7 +474,11 @@ class CacheState {
   // parent (page ref counts + 1, no copy; seed 1.2 fork). Each child locks
   // the parent's tree path up to its own prefix, min(parent prefix_len,
   // num_tokens) tokens (splitting an edge there), and has the parent's
-  // prompt truncated to num_tokens. Renews the parent. NOT_FOUND: unknown or
+  // prompt truncated to num_tokens. The children join the parent's fork
+  // family (fork_links.h): they hold its KV of positions [0, num_tokens),
+  // so the tokens of those positions are whatever the first Commit of any
+  // family member says they are (see Commit). Renews the parent. NOT_FOUND:
+  // unknown or
   // expired lease. INVALID_ARGUMENT: num_children outside [1, 64], num_tokens
   // outside [1, lease length]. RESOURCE_EXHAUSTED: the worker's leases would
   // hold more than max(2^20, 32 x pool pages) page references together (a bound
@@ -437,9 +494,16 @@ class CacheState {
   // edge they end inside is split there, so Grow can evict the rest),
   // its fully duplicated pages remapped to the tree's pages, its prompt
   // becoming `tokens`, and it is renewed.
+  // Fork families: a Commit fixes the tokens of the positions the lease
+  // shares with other leases through Fork, for all of them; a later Commit
+  // of any of them must carry the same tokens there. Forks at the end of a
+  // prompt (parallel sampling) share only prompt positions, which every
+  // child's prompt already fixes.
   // NOT_FOUND: unknown or expired lease (includes double Commit/Release).
-  // INVALID_ARGUMENT: tokens do not start with the lease's prompt, are longer
-  // than the lease's table, or hold ids outside the vocab.
+  // INVALID_ARGUMENT: tokens do not start with the lease's prompt, disagree
+  // with the tokens a lease of its fork family committed at a shared
+  // position (the message names the first such position), are longer than
+  // the lease's table, or hold ids outside the vocab.
   absl::StatusOr<CommitResult> Commit(const CommitRequest& request,
                                       int64_t now_ms);
 
@@ -471,6 +535,21 @@ class CacheState {
   // heartbeat_timeout_ms.
   DropResult DropDeadWorkers(int64_t now_ms);
 
+  // The service could not hear anyone for paused_ms before now_ms (its
+  // process was stopped, or it was down until a restart): liveness counts
+  // only time the service ran, so every worker's last heartbeat moves
+  // paused_ms later (at most to now_ms) and every lease expires paused_ms
+  // later. Journaled like any state change; paused_ms <= 0 changes nothing.
+  void CreditServicePause(int64_t paused_ms, int64_t now_ms);
+
+  // Every registered worker becomes unconfirmed until its next successful
+  // Heartbeat or same-epoch Register: Match reports it with matched_tokens
+  // 0 (WorkerMatch::unconfirmed). The service calls this after rebuilding
+  // its state from Redis, when the process at a worker's address may have
+  // restarted with an empty pool. Not part of the logical state (not in
+  // CanonicalDump or Serialize; Restore leaves workers confirmed).
+  void MarkWorkersUnconfirmed();
+
   // Deterministic text of the whole logical state (workers, free lists,
   // trees with residency, leases, counters). Equal dumps == equal state.
   std::string CanonicalDump() const;
@@ -489,7 +568,10 @@ class CacheState {
   // holders (leases' tables, residency records); each lock_ref equals the
   // number of leases whose path crosses it and is >= 0; residency is
   // prefix-closed; no zero-length or empty non-root node; children keyed by
-  // their first token; eviction queues hold exactly the unlocked leaves.
+  // their first token; eviction queues hold exactly the unlocked leaves; no
+  // slot is held by two tree records; fork links join live leases of one
+  // worker as a forest, and both ends of a link know the same tokens of the
+  // positions it shares.
   // INTERNAL with a description of the first violation.
   absl::Status CheckInvariants() const;
 

@@ -7,6 +7,11 @@
 // every step:
 //   - results against the naive model (prefix_len, matched/page-aligned
 //     tokens, inserted tokens, expired and lost leases, evicted tokens);
+//   - fork families: every written position has an origin (the lease that
+//     computed it; forks copy their parent's origins), and once any lease
+//     committed a position of some origin, a Commit of another lease holding
+//     that origin with another token there is INVALID_ARGUMENT naming the
+//     position (dishonest commits), while honest ones always succeed;
 //   - CheckInvariants() and free + evictable + protected == capacity;
 //   - a simulated KV pool per worker: every slot holds a hash of the token
 //     prefix whose KV it stores; copy ops are executed, computed positions
@@ -153,7 +158,8 @@ struct Coverage {
   int64_t acquires = 0, reused_prefixes = 0, partial_page_copies = 0,
           exhausted = 0, evictions = 0, commits = 0, keep_lease_commits = 0,
           forks = 0, cow_grows = 0, expired = 0, wipes = 0, invalid_calls = 0,
-          restores = 0, evicted_beside_locked_prefix = 0;
+          restores = 0, evicted_beside_locked_prefix = 0, child_commits = 0,
+          refused_contradictions = 0;
 };
 Coverage coverage;
 
@@ -174,6 +180,10 @@ struct SimLease {
   std::vector<int32_t> tokens;  // tokens[0, written) have KV in table
   int64_t written = 0;
   std::vector<int64_t> table;
+  // origin[p]: which computation wrote position p's KV (unique per write;
+  // a forked child copies its parent's for the shared positions).
+  std::vector<int64_t> origin;
+  bool forked = false;
   int64_t locked_len = 0;  // prefix guaranteed resident while the lease lives
   int64_t expires_at = 0;
 };
@@ -340,7 +350,10 @@ class Harness {
   void Write(SimLease& l, int64_t upto) {
     SimWorker& w = workers_.at(l.worker);
     const std::vector<uint64_t> h = PrefixHashes(l.tokens, upto);
-    for (int64_t p = l.written; p < upto; ++p) w.pool[l.table[p]] = h[p];
+    for (int64_t p = l.written; p < upto; ++p) {
+      w.pool[l.table[p]] = h[p];
+      l.origin.push_back(next_origin_++);
+    }
     l.written = upto;
   }
 
@@ -501,6 +514,19 @@ class Harness {
     } else if (roll < 81) {
       if (Uniform(0, 1)) now_ += 1000;
       const int64_t t = now_;
+      if (Uniform(0, 3) == 0) {
+        // The service was paused: liveness and leases are credited.
+        const int64_t paused = Uniform(0, 3000);
+        Call([paused, t](CacheState& s) {
+          s.CreditServicePause(paused, t);
+          return absl::StatusOr<FlushResult>(FlushResult{});
+        });
+        for (auto& [id, w] : workers_) {
+          w.last_heartbeat = std::max(w.last_heartbeat,
+                                      std::min(t, w.last_heartbeat + paused));
+        }
+        for (auto& [id, l] : leases_) l.expires_at += paused;
+      }
       ExpireResult r = Call([t](CacheState& s) { return s.ExpireLeases(t); });
       std::vector<uint64_t> expected;
       for (const auto& [id, l] : leases_) {
@@ -536,8 +562,10 @@ class Harness {
       ForgetWorker(id);
       ++workers_[id].epoch;
       RegisterSim(id);
-    } else if (roll < 94) {
+    } else if (roll < 91) {
       DoInvalidCall(before);
+    } else if (roll < 94) {
+      DoDishonestCommit(before);
     } else if (roll < 95) {
       // Crash + restart: continue on a state restored from a snapshot.
       CacheState restored(state_.options());
@@ -626,6 +654,7 @@ class Harness {
     l.tokens = req.tokens;
     l.table = r->kv_indices;
     l.written = prefix;
+    for (int64_t p = 0; p < prefix; ++p) l.origin.push_back(next_origin_++);
     l.locked_len = prefix;
     l.expires_at = now_ + 1000;
     // The reused prefix must read back the right KV.
@@ -679,7 +708,12 @@ class Harness {
     if (l == nullptr || l->written < 1) return;
     const uint64_t id = l->id;
     const int32_t children = static_cast<int32_t>(Uniform(1, 3));
-    const int64_t num_tokens = Uniform(1, l->written);
+    // Half of the forks share generated positions too (beam search), the
+    // rest anywhere (parallel sampling forks at the end of the prompt).
+    const int64_t past_prompt =
+        std::min<int64_t>(l->written, l->prompt.size() + 1);
+    const int64_t num_tokens =
+        Uniform(Uniform(0, 1) ? past_prompt : 1, l->written);
     const int64_t now = now_;
     absl::StatusOr<ForkResult> r =
         Call([id, children, num_tokens, now](CacheState& s) {
@@ -711,6 +745,9 @@ class Harness {
                           parent.tokens.begin() + num_tokens);
       child.written = num_tokens;
       child.table = c.kv_indices;
+      child.origin.assign(parent.origin.begin(),
+                          parent.origin.begin() + num_tokens);
+      child.forked = true;
       child.locked_len = std::min(parent.locked_len, num_tokens);
       child.expires_at = now_ + 1000;
       leases_[child.id] = child;
@@ -742,6 +779,10 @@ class Harness {
     ASSERT_EQ(r->freed_slots % workers_.at(l->worker).page_size, 0);
     ++coverage.commits;
     if (keep) ++coverage.keep_lease_commits;
+    if (l->forked) ++coverage.child_commits;
+    for (int64_t p = 0; p < c; ++p) {
+      committed_origin_.emplace(l->origin[p], tokens[p]);
+    }
     model_[{l->worker, l->salt}].push_back(tokens);
     committed_.push_back(tokens);
     if (committed_.size() > 64) committed_.erase(committed_.begin());
@@ -757,6 +798,45 @@ class Harness {
       ended_.push_back(id);
       leases_.erase(id);
     }
+    // A family member that now shares committed positions may lie next.
+    if (Uniform(0, 1)) DoDishonestCommit(state_.CanonicalDump());
+  }
+
+  // A commit that changes one token at a position whose origin some lease
+  // already committed (through the fork family): refused, naming it.
+  void DoDishonestCommit(const std::string& before) {
+    std::vector<std::pair<SimLease*, int64_t>> fixed;  // (lease, position)
+    for (auto& [id, lease] : leases_) {
+      for (int64_t p = static_cast<int64_t>(lease.prompt.size());
+           p < lease.written; ++p) {
+        if (committed_origin_.contains(lease.origin[p])) {
+          fixed.push_back({&lease, p});
+        }
+      }
+    }
+    if (fixed.empty()) return;
+    const auto [l, p] = fixed[Uniform(0, fixed.size() - 1)];
+    std::vector<int32_t> tokens(l->tokens.begin(),
+                                l->tokens.begin() + Uniform(p + 1, l->written));
+    tokens[p] = (tokens[p] + 1) % 4;
+    const uint64_t id = l->id;
+    const bool keep = Uniform(0, 1) == 0;
+    const int64_t now = now_;
+    absl::StatusOr<CommitResult> r =
+        Call([id, tokens, keep, now](CacheState& s) {
+          return s.Commit({id, tokens, keep}, now);
+        });
+    ASSERT_EQ(r.status().code(), l->expires_at <= now_
+                                     ? absl::StatusCode::kNotFound
+                                     : absl::StatusCode::kInvalidArgument)
+        << r.status() << " " << Where();
+    if (l->expires_at > now_) {
+      ASSERT_NE(r.status().message().find(absl::StrCat("position ", p, " ")),
+                std::string::npos)
+          << r.status() << " " << Where();
+      ++coverage.refused_contradictions;
+    }
+    ASSERT_EQ(state_.CanonicalDump(), before) << Where();
   }
 
   void DoHeartbeat() {
@@ -901,6 +981,9 @@ class Harness {
       model_;
   std::vector<std::vector<int32_t>> bases_;
   std::vector<std::vector<int32_t>> committed_;
+  int64_t next_origin_ = 1;
+  // Origin -> token, for every position some Commit inserted.
+  std::map<int64_t, int32_t> committed_origin_;
   std::vector<std::function<std::string(CacheState&)>> log_;
   std::vector<std::string> summaries_;
 };
@@ -941,12 +1024,16 @@ TEST(CacheStateDifferentialTest, RandomOperationSequencesMatchNaiveModel) {
             << " expired=" << c.expired << " wipes=" << c.wipes
             << " invalid_calls=" << c.invalid_calls
             << " restores=" << c.restores << " evicted_beside_locked_prefix="
-            << c.evicted_beside_locked_prefix << std::endl;
+            << c.evicted_beside_locked_prefix
+            << " child_commits=" << c.child_commits
+            << " refused_contradictions=" << c.refused_contradictions
+            << std::endl;
   if (sequences >= 100) {
     for (int64_t n :
          {c.reused_prefixes, c.partial_page_copies, c.exhausted, c.evictions,
           c.keep_lease_commits, c.forks, c.cow_grows, c.expired, c.wipes,
-          c.invalid_calls, c.restores, c.evicted_beside_locked_prefix}) {
+          c.invalid_calls, c.restores, c.evicted_beside_locked_prefix,
+          c.child_commits, c.refused_contradictions}) {
       EXPECT_GT(n, 0);
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cache_service/cache_state_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,84 +19,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr int64_t kNow = 1'000'000;
+using testing::Acq;
+using testing::Concat;
+using testing::kNow;
+using testing::Range;
+using testing::Worker;
 
-RegisterWorkerRequest Worker(const std::string& id, int64_t capacity,
-                             int32_t page_size, int64_t epoch = 1,
-                             const std::string& model = "m") {
-  RegisterWorkerRequest r;
-  r.worker_id = id;
-  r.address = id + ":50051";
-  r.capacity_slots = capacity;
-  r.page_size = page_size;
-  r.model = model;
-  r.epoch = epoch;
-  r.vocab_size = 1000;
-  return r;
-}
-
-AcquireRequest Acq(const std::string& worker, std::vector<int32_t> tokens,
-                   int32_t reserve = 0, int64_t epoch = 1) {
-  AcquireRequest r;
-  r.worker_id = worker;
-  r.epoch = epoch;
-  r.model = "m";
-  r.tokens = std::move(tokens);
-  r.reserve_tokens = reserve;
-  return r;
-}
-
-std::vector<int32_t> Range(int32_t from, int32_t to) {  // [from, to]
-  std::vector<int32_t> v(to - from + 1);
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
-
-std::vector<int32_t> Concat(std::vector<int32_t> a,
-                            const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-class CacheStateTest : public ::testing::Test {
+class CacheStateTest : public testing::CacheStateTestBase {
  protected:
-  void Register(const RegisterWorkerRequest& r) {
-    ASSERT_TRUE(state_.RegisterWorker(r, kNow).ok());
-  }
-  AcquireResult MustAcquire(const AcquireRequest& r) {
-    absl::StatusOr<AcquireResult> result = state_.Acquire(r, kNow);
-    EXPECT_TRUE(result.ok()) << result.status();
-    ExpectInvariants();
-    return result.ok() ? *result : AcquireResult{};
-  }
-  CommitResult MustCommit(uint64_t lease, std::vector<int32_t> tokens,
-                          bool keep = false) {
-    absl::StatusOr<CommitResult> result =
-        state_.Commit(CommitRequest{lease, std::move(tokens), keep}, kNow);
-    EXPECT_TRUE(result.ok()) << result.status();
-    ExpectInvariants();
-    return result.ok() ? *result : CommitResult{};
-  }
-  // Acquire + Commit of the whole prompt.
-  void Store(const std::string& worker, const std::vector<int32_t>& tokens) {
-    const AcquireResult a = MustAcquire(Acq(worker, tokens));
-    MustCommit(a.lease_id, tokens);
-  }
-  WorkerStats StatsOf(const std::string& worker) {
-    absl::StatusOr<StatsResult> s = state_.Stats(worker, kNow);
-    EXPECT_TRUE(s.ok());
-    return s->workers.at(0);
-  }
-  void ExpectInvariants() {
-    const absl::Status s = state_.CheckInvariants();
-    EXPECT_TRUE(s.ok()) << s << "\n" << state_.CanonicalDump();
-  }
-  void ExpectBalanced(const std::string& worker) {
-    const WorkerStats s = StatsOf(worker);
-    EXPECT_EQ(s.free_slots + s.evictable_slots + s.protected_slots,
-              s.capacity_slots);
-    ExpectInvariants();
-  }
   // Every "lock_ref=N" in the dump.
   std::vector<int> LockRefs() {
     std::vector<int> refs;
@@ -106,8 +37,6 @@ class CacheStateTest : public ::testing::Test {
     }
     return refs;
   }
-
-  CacheState state_;
 };
 
 // (a) insert [1..8]; match and lock [1..4]; insert [1,2,3,4,9]; unlock ->
@@ -416,6 +345,76 @@ TEST_F(CacheStateTest, NewEpochWipesWorkerAndDeadWorkersAreDropped) {
   EXPECT_EQ(state_.Stats("", later)->workers.size(), 1u);
 }
 
+// Liveness counts only time the service ran: a pause it credits (its
+// process stopped for 8 s, more than the 10 s timeout minus the 3 s since
+// the last heartbeat) moves every heartbeat and lease expiry later.
+TEST_F(CacheStateTest, ACreditedPauseDoesNotCountAgainstWorkersOrLeases) {
+  const int64_t timeout = state_.options().heartbeat_timeout_ms;  // 10 s
+  const int64_t ttl = state_.options().lease_ttl_ms;              // 30 s
+  Register(Worker("w", 64, 1));
+  const AcquireResult held = MustAcquire(Acq("w", {1, 2, 3}));
+  const int64_t resumed = kNow + 3'000 + 8'000;
+  state_.CreditServicePause(8'000, resumed);
+  ExpectInvariants();
+  EXPECT_TRUE(state_.DropDeadWorkers(resumed).dropped_worker_ids.empty());
+  EXPECT_EQ(state_.Stats("w", resumed)->workers[0].heartbeat_age_ms, 3'000);
+  // Dropped once the service has run a whole timeout without hearing it.
+  EXPECT_TRUE(state_.DropDeadWorkers(kNow + 8'000 + timeout)
+                  .dropped_worker_ids.empty());
+  EXPECT_TRUE(state_.ExpireLeases(kNow + ttl).expired.empty());
+  EXPECT_EQ(state_.ExpireLeases(kNow + 8'000 + ttl).expired.size(), 1u);
+  EXPECT_THAT(
+      state_.DropDeadWorkers(kNow + 8'000 + timeout + 1).dropped_worker_ids,
+      ElementsAre("w"));
+  ExpectInvariants();
+  EXPECT_EQ(held.lease_id, 1u);
+}
+
+TEST_F(CacheStateTest, ACreditNeverMovesAHeartbeatPastNow) {
+  Register(Worker("w", 64, 1));
+  state_.CreditServicePause(60'000, kNow + 1'000);
+  EXPECT_EQ(state_.Stats("w", kNow + 1'000)->workers[0].heartbeat_age_ms, 0);
+  const std::string dump = state_.CanonicalDump();
+  state_.CreditServicePause(0, kNow + 5'000);
+  state_.CreditServicePause(-3, kNow + 5'000);
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+}
+
+// After a rebuild the residency of a worker that has not confirmed its
+// epoch is not reported (the process may be new, its pool empty); a
+// heartbeat or a same-epoch Register confirms it. Not logical state.
+TEST_F(CacheStateTest, UnconfirmedWorkersMatchNothingUntilTheyHeartbeat) {
+  Register(Worker("a", 64, 1));
+  Register(Worker("b", 64, 1));
+  Store("a", Range(1, 10));
+  Store("b", Range(1, 10));
+  const std::string dump = state_.CanonicalDump();
+  state_.MarkWorkersUnconfirmed();
+  EXPECT_EQ(state_.CanonicalDump(), dump);
+  auto match = [&] {
+    return state_.Match(MatchRequest{"m", "", Range(1, 12)}, kNow)->workers;
+  };
+  for (const WorkerMatch& w : match()) {
+    EXPECT_TRUE(w.unconfirmed);
+    EXPECT_EQ(w.matched_tokens, 0);
+    EXPECT_EQ(w.page_aligned_tokens, 0);
+    EXPECT_EQ(w.cached_tokens, 10);  // memory state is still reported
+  }
+  EXPECT_TRUE(StatsOf("a").unconfirmed);
+  ASSERT_TRUE(state_.Heartbeat(HeartbeatRequest{"a", 1, {}, {}}, kNow).ok());
+  ASSERT_TRUE(state_.RegisterWorker(Worker("b", 64, 1), kNow).ok());
+  for (const WorkerMatch& w : match()) {
+    EXPECT_FALSE(w.unconfirmed) << w.worker_id;
+    EXPECT_EQ(w.matched_tokens, 10) << w.worker_id;
+  }
+  // A new epoch registers confirmed (and without residency).
+  state_.MarkWorkersUnconfirmed();
+  ASSERT_TRUE(state_.RegisterWorker(Worker("a", 64, 1, 2), kNow).ok());
+  EXPECT_FALSE(match()[0].unconfirmed);
+  EXPECT_EQ(match()[0].matched_tokens, 0);
+  EXPECT_TRUE(match()[1].unconfirmed);
+}
+
 TEST_F(CacheStateTest, LeasesExpireUnlessRenewed) {
   Register(Worker("w", 64, 1));
   const AcquireResult a = MustAcquire(Acq("w", {1, 2, 3}));
@@ -720,6 +719,88 @@ TEST_F(ErrorPathTest, HeartbeatAndDeregister) {
           .ok());
   EXPECT_EQ(state_.Match(MatchRequest{"m", "", {1}}, kNow)->workers.at(0).load,
             (WorkerLoad{3, 2, 100, 0}));
+}
+
+// The metadata bounds of live Register and Commit calls, with the numbers.
+TEST(CacheStateBoundsTest, RegisterBeyondTheBoundsIsResourceExhausted) {
+  CacheOptions options;
+  options.bounds.max_total_slots = 1000;
+  options.bounds.max_workers = 2;
+  CacheState state(options);
+  ASSERT_TRUE(state.RegisterWorker(Worker("a", 600, 1), kNow).ok());
+  const absl::Status over =
+      state.CheckRegisterWithinBounds(Worker("b", 500, 1));
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.message()),
+              HasSubstr("capacity_slots 500 with the 600 slots other workers "
+                        "have registered exceeds the service's limit of 1000 "
+                        "slots (--max_total_slots"));
+  EXPECT_TRUE(state.CheckRegisterWithinBounds(Worker("b", 392, 1)).ok());
+  // A new epoch of "a" replaces its own 600 slots.
+  EXPECT_TRUE(state.CheckRegisterWithinBounds(Worker("a", 1000, 1, 2)).ok());
+  EXPECT_EQ(state.CheckRegisterWithinBounds(Worker("a", 1008, 8, 2)).code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(state.RegisterWorker(Worker("b", 392, 1), kNow).ok());
+  const absl::Status third = state.CheckRegisterWithinBounds(Worker("c", 8, 8));
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.message()),
+              HasSubstr("2 workers are registered, the service's limit is 2 "
+                        "(--max_workers)"));
+  EXPECT_EQ(state.CheckRegisterWithinBounds(Worker("", 8, 8)).code(),
+            absl::StatusCode::kInvalidArgument);
+  // The operation itself (journal replay) does not apply the bounds.
+  EXPECT_TRUE(state.RegisterWorker(Worker("c", 8, 8), kNow).ok());
+}
+
+TEST(CacheStateBoundsTest, CommitThatWouldAddATreeBeyondTheBoundIsRefused) {
+  CacheOptions options;
+  options.bounds.max_trees = 1;
+  CacheState state(options);
+  ASSERT_TRUE(state.RegisterWorker(Worker("a", 64, 1), kNow).ok());
+  const AcquireResult first = state.Acquire(Acq("a", {1, 2}), kNow).value();
+  AcquireRequest salted = Acq("a", {1, 2});
+  salted.cache_salt = "tenant";
+  const AcquireResult second = state.Acquire(salted, kNow).value();
+  const CommitRequest first_commit{first.lease_id, {1, 2}};
+  ASSERT_TRUE(state.CheckCommitWithinBounds(first_commit, kNow).ok());
+  ASSERT_TRUE(state.Commit(first_commit, kNow).ok());
+  const absl::Status refused = state.CheckCommitWithinBounds(
+      CommitRequest{second.lease_id, {1, 2}}, kNow);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("to the 1 trees the service holds; the limit is 1 "
+                        "(--max_trees)"));
+  // Commits into an existing tree, and calls Commit refuses anyway, pass.
+  const AcquireResult third = state.Acquire(Acq("a", {1, 2, 3}), kNow).value();
+  EXPECT_TRUE(state
+                  .CheckCommitWithinBounds(
+                      CommitRequest{third.lease_id, {1, 2, 3}}, kNow)
+                  .ok());
+  EXPECT_TRUE(
+      state.CheckCommitWithinBounds(CommitRequest{999, {1}}, kNow).ok());
+}
+
+// A pool whose page allocator cannot be allocated (address space limit in a
+// child process) is RESOURCE_EXHAUSTED, and the previous epoch stays.
+TEST(CacheStateBoundsTest, AllocatorOutOfMemoryKeepsThePreviousEpoch) {
+  EXPECT_EXIT(
+      {
+        CacheState state;
+        if (!state.RegisterWorker(Worker("w", 64, 1), kNow).ok()) _exit(10);
+        state.Acquire(Acq("w", {1, 2, 3}), kNow).IgnoreError();
+        const std::string before = state.CanonicalDump();
+        if (!testing::LimitAddressSpace(int64_t{256} << 20)) _exit(11);
+        // 2^26 pages x 12 bytes = 768 MiB.
+        absl::StatusOr<RegisterWorkerResult> r =
+            state.RegisterWorker(Worker("w", kMaxCapacitySlots, 1, 2), kNow);
+        if (r.status().code() != absl::StatusCode::kResourceExhausted)
+          _exit(12);
+        if (r.status().message().find("out of memory") == std::string::npos) {
+          _exit(13);
+        }
+        _exit(state.CanonicalDump() == before ? 0 : 14);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(ErrorPathTest, MatchAndAcquireValidation) {

@@ -32,6 +32,11 @@ struct Lease {
   RadixNode* terminal = nullptr;
   // Tokens the lease's KV holds for sure; Commit must extend them.
   std::vector<int32_t> prompt;
+  // Tokens of positions [prompt.size(), prompt.size() + shared_tokens.size())
+  // fixed by the Commit of a lease that shares those positions' KV through
+  // Fork (fork_links.h); a Commit of this lease must agree with them where
+  // it covers them.
+  std::vector<int32_t> shared_tokens;
   int32_t priority = 0;
   // Leading prompt tokens resident on the locked path: prefix_len of
   // Acquire (capped by Fork), all committed tokens after a keep_lease Commit.
@@ -41,6 +46,16 @@ struct Lease {
   std::vector<int32_t> pages;
   int64_t length = 0;  // positions with a slot, tokens
   int64_t expires_at_ms = 0;
+
+  // Positions whose token is known: prompt then shared_tokens, tokens.
+  int64_t known_length() const {
+    return static_cast<int64_t>(prompt.size() + shared_tokens.size());
+  }
+  // The known token of position p, p in [0, known_length()).
+  int32_t known_token(int64_t p) const {
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    return p < n ? prompt[p] : shared_tokens[p - n];
+  }
 };
 
 class LeaseTable {

@@ -79,6 +79,20 @@ ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20,
 ABSL_FLAG(int, grow_chunk_tokens, 16,
           "Grow() rounds up to this many slots when page_size is 1. Range "
           "[1, 65536].");
+ABSL_FLAG(int64_t, max_total_slots, int64_t{1} << 24,
+          "Most KV slots all registered workers may declare together "
+          "(capacity_slots summed); a Register beyond it is "
+          "RESOURCE_EXHAUSTED. Bounds the metadata: 12 bytes per page of "
+          "allocator, about 8-20 bytes per cached token of tree records (up "
+          "to ~360 when every token is its own tree node); "
+          "docs/architecture.md. Range [1, 2^40].");
+ABSL_FLAG(int32_t, max_workers, 1024,
+          "Most registered workers over all models (a model exists only "
+          "while a worker serves it). Range [1, 1000000].");
+ABSL_FLAG(int32_t, max_trees, 65536,
+          "Most (model, cache_salt) radix trees; a Commit that would add one "
+          "beyond it is RESOURCE_EXHAUSTED (its tokens are not cached). "
+          "Range [1, 100000000].");
 ABSL_FLAG(int64_t, sweep_interval_ms, 250,
           "Period of the lease-expiry / dead-worker sweep and metrics "
           "refresh, ms. Range [10, 60000].");
@@ -145,6 +159,17 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
                    10, 60'000);
   }
   if (s.ok()) {
+    s = CheckRange("max_total_slots", absl::GetFlag(FLAGS_max_total_slots), 1,
+                   int64_t{1} << 40);
+  }
+  if (s.ok()) {
+    s = CheckRange("max_workers", absl::GetFlag(FLAGS_max_workers), 1,
+                   1'000'000);
+  }
+  if (s.ok()) {
+    s = CheckRange("max_trees", absl::GetFlag(FLAGS_max_trees), 1, 100'000'000);
+  }
+  if (s.ok()) {
     s = CheckRange("redis_connect_timeout_ms",
                    absl::GetFlag(FLAGS_redis_connect_timeout_ms), 0, 600'000);
   }
@@ -178,6 +203,10 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
       .kind = *policy,
       .reuse_bonus_ms = absl::GetFlag(FLAGS_eviction_reuse_bonus_ms)};
   options->cache.grow_chunk_tokens = absl::GetFlag(FLAGS_grow_chunk_tokens);
+  options->cache.bounds = {
+      .max_total_slots = absl::GetFlag(FLAGS_max_total_slots),
+      .max_workers = absl::GetFlag(FLAGS_max_workers),
+      .max_trees = absl::GetFlag(FLAGS_max_trees)};
   options->max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options->snapshot_every_ops = absl::GetFlag(FLAGS_snapshot_every_ops);
   options->background_snapshots = absl::GetFlag(FLAGS_background_snapshots);

@@ -1,6 +1,7 @@
 #include "cache_service/page_allocator.h"
 
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -26,6 +27,14 @@ absl::Status CheckShape(int64_t capacity_slots, int32_t page_size) {
   return absl::OkStatus();
 }
 
+// What a failed allocation of a pool's bookkeeping (3 int32 per page)
+// becomes: the caller's state is unchanged, the process goes on.
+absl::Status OutOfMemory(int32_t num_pages) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory for the page allocator of ", num_pages, " pages (",
+      int64_t{num_pages} * 3 * sizeof(int32_t), " bytes of metadata)"));
+}
+
 }  // namespace
 
 bool IsValidPageSize(int64_t page_size) {
@@ -42,29 +51,37 @@ absl::StatusOr<PageAllocator> PageAllocator::Create(int64_t capacity_slots,
                                                     int32_t page_size) {
   if (absl::Status s = CheckShape(capacity_slots, page_size); !s.ok()) return s;
   const int32_t num_pages = static_cast<int32_t>(capacity_slots / page_size);
-  PageAllocator allocator(num_pages, page_size);
-  allocator.free_list_.resize(num_pages);
-  for (int32_t i = 0; i < num_pages; ++i) {
-    allocator.free_list_[i] = num_pages - 1 - i;
+  try {
+    PageAllocator allocator(num_pages, page_size);
+    allocator.free_list_.resize(num_pages);
+    for (int32_t i = 0; i < num_pages; ++i) {
+      allocator.free_list_[i] = num_pages - 1 - i;
+    }
+    return allocator;
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(num_pages);
   }
-  return allocator;
 }
 
 absl::StatusOr<PageAllocator> PageAllocator::CreateWithFreeList(
     int64_t capacity_slots, int32_t page_size, std::vector<int32_t> free_list) {
   if (absl::Status s = CheckShape(capacity_slots, page_size); !s.ok()) return s;
   const int32_t num_pages = static_cast<int32_t>(capacity_slots / page_size);
-  PageAllocator allocator(num_pages, page_size);
-  std::vector<bool> seen(num_pages, false);
-  for (int32_t page : free_list) {
-    if (page < 0 || page >= num_pages || seen[page]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("free list page ", page, " out of range or repeated"));
+  try {
+    PageAllocator allocator(num_pages, page_size);
+    std::vector<bool> seen(num_pages, false);
+    for (int32_t page : free_list) {
+      if (page < 0 || page >= num_pages || seen[page]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("free list page ", page, " out of range or repeated"));
+      }
+      seen[page] = true;
     }
-    seen[page] = true;
+    allocator.free_list_ = std::move(free_list);
+    return allocator;
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(num_pages);
   }
-  allocator.free_list_ = std::move(free_list);
-  return allocator;
 }
 
 std::vector<int32_t> PageAllocator::Allocate(int32_t n) {

@@ -48,6 +48,8 @@ class PageAllocator {
   // A pool of capacity_slots / page_size pages, all free.
   // INVALID_ARGUMENT: unsupported page_size, capacity_slots not a positive
   // multiple of page_size, or more than 2^31 - 1 pages.
+  // RESOURCE_EXHAUSTED: the 12 bytes per page cannot be allocated (also for
+  // CreateWithFreeList).
   static absl::StatusOr<PageAllocator> Create(int64_t capacity_slots,
                                               int32_t page_size);
 

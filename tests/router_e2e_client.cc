@@ -1,5 +1,7 @@
 #include "tests/router_e2e_client.h"
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -109,6 +111,14 @@ std::unique_ptr<radixkv::v1::Worker::Stub> WorkerStub(
   return radixkv::v1::Worker::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 }
+
+std::vector<int32_t> Concat(std::vector<int32_t> a,
+                            const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+ResumeOnExit::~ResumeOnExit() { ::kill(pid_, SIGCONT); }
 
 radixkv::v1::StatsResponse CacheStats(const std::string& cache_address) {
   grpc::ClientContext ctx;

@@ -5,6 +5,8 @@
 #ifndef RADIXKV_TESTS_ROUTER_E2E_CLIENT_H_
 #define RADIXKV_TESTS_ROUTER_E2E_CLIENT_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +46,24 @@ struct GenerateOptions {
   std::string policy;
   // The client's deadline, from the call.
   absl::Duration deadline = absl::Seconds(120);
+};
+
+// a followed by b.
+std::vector<int32_t> Concat(std::vector<int32_t> a,
+                            const std::vector<int32_t>& b);
+
+// kill -CONT of a process frozen by the test when it goes out of scope
+// (declared after the cluster: the processes are resumed before it stops
+// them, also when an assertion returned early).
+class ResumeOnExit {
+ public:
+  explicit ResumeOnExit(pid_t pid) : pid_(pid) {}
+  ~ResumeOnExit();
+  ResumeOnExit(const ResumeOnExit&) = delete;
+  ResumeOnExit& operator=(const ResumeOnExit&) = delete;
+
+ private:
+  pid_t pid_;
 };
 
 // One streamed Router.Generate with greedy sampling and ignore_eos; blocks

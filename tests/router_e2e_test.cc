@@ -37,12 +37,6 @@ int WorkerIndex(const router::LocalCluster& c, const std::string& id) {
   return 0;
 }
 
-std::vector<int32_t> Concat(std::vector<int32_t> a,
-                            const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 TEST(RouterEndToEndTest, SecondTurnComputesOnlyItsNewTokens) {
   auto cluster = StartCluster(TestClusterOptions("second_turn"));
   ASSERT_NE(cluster, nullptr);

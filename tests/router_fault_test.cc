@@ -35,12 +35,6 @@
 namespace radixkv::tests {
 namespace {
 
-std::vector<int32_t> Concat(std::vector<int32_t> a,
-                            const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // Waits until `pred(stats)` holds; returns the last stats.
 template <typename Pred>
 radixkv::v1::StatsResponse WaitForStats(const std::string& cache_address,
@@ -54,20 +48,6 @@ radixkv::v1::StatsResponse WaitForStats(const std::string& cache_address,
   }
   return stats;
 }
-
-// kill -CONT of a process frozen by the test when it goes out of scope
-// (declared after the cluster: the processes are resumed before it stops
-// them, also when an assertion returned early).
-class ResumeOnExit {
- public:
-  explicit ResumeOnExit(pid_t pid) : pid_(pid) {}
-  ~ResumeOnExit() { ::kill(pid_, SIGCONT); }
-  ResumeOnExit(const ResumeOnExit&) = delete;
-  ResumeOnExit& operator=(const ResumeOnExit&) = delete;
-
- private:
-  pid_t pid_;
-};
 
 void ExpectEverySlotAccountedFor(const radixkv::v1::StatsResponse& stats) {
   for (const auto& w : stats.workers()) {

@@ -1,5 +1,6 @@
 #include "worker/cache_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -66,10 +67,10 @@ absl::StatusOr<v1::RegisterResponse> GrpcKvCacheClient::Register(
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcKvCacheClient::Heartbeat(
-    const v1::HeartbeatRequest& request) {
-  return Call<v1::HeartbeatResponse>(stub_.get(),
-                                     &v1::CacheService::Stub::Heartbeat,
-                                     request, rpc_timeout_, "Heartbeat");
+    const v1::HeartbeatRequest& request, absl::Duration timeout) {
+  return Call<v1::HeartbeatResponse>(
+      stub_.get(), &v1::CacheService::Stub::Heartbeat, request,
+      std::min(timeout, rpc_timeout_), "Heartbeat");
 }
 
 absl::StatusOr<v1::DeregisterResponse> GrpcKvCacheClient::Deregister(

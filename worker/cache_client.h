@@ -29,8 +29,11 @@ class KvCacheClient {
 
   virtual absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request) = 0;
+  // `timeout` bounds the call (the scheduler passes its heartbeat interval:
+  // a lost heartbeat then delays the next by at most one interval, so
+  // interval + timeout + interval fits the service's heartbeat timeout).
   virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
-      const v1::HeartbeatRequest& request) = 0;
+      const v1::HeartbeatRequest& request, absl::Duration timeout) = 0;
   virtual absl::StatusOr<v1::DeregisterResponse> Deregister(
       const v1::DeregisterRequest& request) = 0;
   // Locks the cached prefix of request.tokens and allocates slots for the
@@ -61,8 +64,9 @@ class GrpcKvCacheClient : public KvCacheClient {
 
   absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request) override;
+  // Deadline: the smaller of `timeout` and the client's rpc_timeout.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
-      const v1::HeartbeatRequest& request) override;
+      const v1::HeartbeatRequest& request, absl::Duration timeout) override;
   absl::StatusOr<v1::DeregisterResponse> Deregister(
       const v1::DeregisterRequest& request) override;
   absl::StatusOr<v1::AcquireResponse> Acquire(

@@ -229,8 +229,11 @@ absl::Status Scheduler::RegisterWithService(bool fresh_epoch) {
   registered_ = true;
   absl::Duration interval = options_.heartbeat_interval;
   if (interval <= absl::ZeroDuration()) {
-    interval = response->heartbeat_timeout_ms() > 0
-                   ? absl::Milliseconds(response->heartbeat_timeout_ms()) / 3
+    // The service's cadence, else a quarter of its timeout.
+    interval = response->heartbeat_interval_ms() > 0
+                   ? absl::Milliseconds(response->heartbeat_interval_ms())
+               : response->heartbeat_timeout_ms() > 0
+                   ? absl::Milliseconds(response->heartbeat_timeout_ms()) / 4
                    : absl::Seconds(1);
   }
   if (response->lease_ttl_ms() > 0) {
@@ -239,6 +242,7 @@ absl::Status Scheduler::RegisterWithService(bool fresh_epoch) {
   }
   heartbeat_interval_ = std::max(interval, absl::Milliseconds(10));
   if (fresh_epoch) invalid_before_epoch_ = epoch;
+  fresh_epoch_needed_ = false;
   stats_.epoch = epoch;
   stats_.registered = true;
   spdlog::info(
@@ -508,6 +512,7 @@ void Scheduler::HeartbeatLoop() {
   while (true) {
     absl::Duration interval;
     bool registered;
+    bool fresh_epoch;
     {
       absl::MutexLock lock(&mu_);
       interval = registered_ ? heartbeat_interval_ : absl::Seconds(1);
@@ -515,9 +520,10 @@ void Scheduler::HeartbeatLoop() {
                           ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping), interval)) return;
       registered = registered_;
+      fresh_epoch = fresh_epoch_needed_;
     }
     if (!registered) {
-      absl::Status status = RegisterWithService(false);
+      absl::Status status = RegisterWithService(fresh_epoch);
       if (!status.ok()) {
         spdlog::warn("cache service registration failed: {}",
                      status.ToString());
@@ -531,13 +537,16 @@ void Scheduler::HeartbeatLoop() {
 void Scheduler::SendHeartbeat() {
   v1::HeartbeatRequest request;
   request.set_worker_id(options_.worker_id);
+  absl::Duration deadline;
   {
     absl::MutexLock lock(&mu_);
+    deadline = heartbeat_interval_;
     request.set_epoch(epoch_);
     *request.mutable_load() = stats_.load;
     for (uint64_t id : held_leases_) request.add_lease_ids(id);
   }
-  absl::StatusOr<v1::HeartbeatResponse> response = cache_->Heartbeat(request);
+  absl::StatusOr<v1::HeartbeatResponse> response =
+      cache_->Heartbeat(request, deadline);
   if (response.ok()) {
     if (response->lost_lease_ids_size() > 0) {
       absl::MutexLock lock(&mu_);
@@ -558,6 +567,7 @@ void Scheduler::SendHeartbeat() {
       absl::MutexLock lock(&mu_);
       registered_ = false;
       stats_.registered = false;
+      fresh_epoch_needed_ = true;
     }
     return;
   }
@@ -776,9 +786,12 @@ void Scheduler::Admit(int32_t* prefill_budget) {
       } else {
         if (code == absl::StatusCode::kNotFound ||
             code == absl::StatusCode::kFailedPrecondition) {
+          // The service dropped this worker (or forgot it): the heartbeat
+          // thread registers a fresh epoch, as after a failed heartbeat.
           absl::MutexLock lock(&mu_);
-          registered_ = false;  // The heartbeat thread registers again.
+          registered_ = false;
           stats_.registered = false;
+          fresh_epoch_needed_ = true;
         }
         Fail(failed.get(), absl::UnavailableError(absl::StrCat(
                                "cache service: ", lease.status().ToString())));

@@ -92,7 +92,8 @@ struct SchedulerOptions {
   // A running sequence with fewer free slots than this is grown ahead of
   // need when no sequence needs a Grow urgently. 0 = grow_tokens / 2.
   int32_t grow_low_watermark = 0;
-  // Heartbeat period; 0 = a third of the service's heartbeat timeout.
+  // Heartbeat period (also the heartbeat's deadline); 0 = the service's
+  // RegisterResponse.heartbeat_interval_ms.
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   // Upper bound of GenerateRequest.sampling.max_new_tokens.
   int32_t max_new_tokens_limit = 65536;
@@ -274,6 +275,10 @@ class Scheduler {
   SchedulerStats stats_ ABSL_GUARDED_BY(mu_);
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  // The service no longer holds this worker's slots (NOT_FOUND / stale
+  // epoch): its next Register must use a fresh epoch and drop every lease
+  // of the old one (docs/architecture.md "Worker liveness").
+  bool fresh_epoch_needed_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;

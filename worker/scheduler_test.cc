@@ -1019,5 +1019,30 @@ TEST_F(SchedulerTest, ReRegistersWithFreshEpochWhenTheServiceForgetsIt) {
   EXPECT_EQ(cache_->active_leases(), 0);
 }
 
+// An Acquire answered "unknown worker" (the service dropped this worker
+// between two of its heartbeats) re-registers with a fresh epoch, as a
+// failed heartbeat does: the service has freed the old epoch's slots, so
+// nothing the worker holds under it may be used any more.
+TEST_F(SchedulerTest, AcquireOfAForgottenWorkerReRegistersWithAFreshEpoch) {
+  Init(256, 1, {}, true, nullptr, absl::Milliseconds(5));
+  const int64_t first_epoch = cache_->epoch();
+  const int64_t registers = cache_->calls("Register");
+  cache_->FailNext("Acquire", absl::NotFoundError("unknown worker worker-7"));
+  auto failed = Submit(Request("r1", RandomPrompt(9), 4));
+  scheduler_->Step();
+  EXPECT_EQ(Collect(*failed).status.code(), absl::StatusCode::kUnavailable);
+  while (cache_->calls("Register") == registers) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_GT(cache_->epoch(), first_epoch);
+  std::vector<int32_t> prompt = RandomPrompt(9);
+  auto stream = Submit(Request("r2", prompt, 4));
+  RunUntilIdle();
+  Result r = Collect(*stream);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, executor_->Generate(prompt, 4));
+  EXPECT_EQ(scheduler_->Stats().epoch, cache_->epoch());
+}
+
 }  // namespace
 }  // namespace radixkv::worker

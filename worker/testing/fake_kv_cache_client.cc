@@ -33,6 +33,11 @@ absl::Status FakeKvCacheClient::Check(const char* rpc) {
   if (unavailable_) {
     return absl::UnavailableError(absl::StrCat(rpc, ": connection refused"));
   }
+  if (auto failing = fail_next_.find(rpc); failing != fail_next_.end()) {
+    absl::Status status = std::move(failing->second);
+    fail_next_.erase(failing);
+    return status;
+  }
   auto exhausted = exhaust_.find(rpc);
   if (exhausted != exhaust_.end() && exhausted->second > 0) {
     --exhausted->second;
@@ -103,7 +108,7 @@ absl::StatusOr<v1::RegisterResponse> FakeKvCacheClient::Register(
 }
 
 absl::StatusOr<v1::HeartbeatResponse> FakeKvCacheClient::Heartbeat(
-    const v1::HeartbeatRequest& request) {
+    const v1::HeartbeatRequest& request, absl::Duration /*timeout*/) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Check("Heartbeat"); !s.ok()) return s;
   if (!registered_) return absl::NotFoundError("unknown worker");

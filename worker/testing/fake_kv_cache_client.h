@@ -26,7 +26,7 @@ class FakeKvCacheClient : public KvCacheClient {
   absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request) override;
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
-      const v1::HeartbeatRequest& request) override;
+      const v1::HeartbeatRequest& request, absl::Duration timeout) override;
   absl::StatusOr<v1::DeregisterResponse> Deregister(
       const v1::DeregisterRequest& request) override;
   absl::StatusOr<v1::AcquireResponse> Acquire(
@@ -46,6 +46,13 @@ class FakeKvCacheClient : public KvCacheClient {
   void ExhaustNext(const std::string& rpc, int n) {
     absl::MutexLock lock(&mu_);
     exhaust_[rpc] = n;
+  }
+  // The next call of `rpc` answers `status` without changing anything (e.g.
+  // NOT_FOUND "unknown worker" for an Acquire, as from a service that
+  // dropped the worker, while heartbeats still succeed).
+  void FailNext(const std::string& rpc, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_next_[rpc] = std::move(status);
   }
   // The next Grow of a lease whose length ends inside a page moves that
   // partial page (copy-on-write): it returns a copy op to a fresh page and
@@ -118,6 +125,7 @@ class FakeKvCacheClient : public KvCacheClient {
   std::vector<uint64_t> lose_ ABSL_GUARDED_BY(mu_);
   bool cow_next_grow_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int> exhaust_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Status> fail_next_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace radixkv::worker::testing
