@@ -241,9 +241,10 @@ void GenerateCall::Place(std::vector<WorkerCandidate> live,
   input.max_new_tokens =
       std::max(0, params_.request.sampling().max_new_tokens());
   input.prefix_cache_disabled = params_.request.disable_prefix_cache();
-  // Prefer workers that have not failed (this request, or recently).
+  // Prefer workers that have not failed (this request, or recently) and
+  // that the cache service has heard from since its restart.
   for (const WorkerCandidate& c : live) {
-    if (!tried_.contains(c.worker_id) &&
+    if (!tried_.contains(c.worker_id) && !c.unconfirmed &&
         !service_->failure_marks_.IsAvoided(c.worker_id, c.epoch, now)) {
       input.candidates.push_back(c);
     }

@@ -70,6 +70,10 @@ struct WorkerCandidate {
   int64_t free_slots = 0;
   int64_t evictable_slots = 0;
   int64_t protected_slots = 0;
+  // The cache service restored this worker from its journal and has not
+  // heard from it since: the process at its address may be a new one with
+  // an empty pool. Placed on only when no confirmed worker is available.
+  bool unconfirmed = false;
 };
 
 // Why a worker was chosen; used as the `decision` metric label.

@@ -422,6 +422,7 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkersFrom(
       c.free_slots = w.free_slots();
       c.evictable_slots = w.evictable_slots();
       c.protected_slots = w.protected_slots();
+      c.unconfirmed = w.unconfirmed();
       out.push_back(std::move(c));
     }
   } else if (st.ok()) {
@@ -434,6 +435,7 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkersFrom(
       c.epoch = w.epoch();
       c.load_tokens = w.load().outstanding_tokens();
       c.heartbeat_age = absl::Milliseconds(w.heartbeat_age_ms());
+      c.unconfirmed = w.unconfirmed();
       out.push_back(std::move(c));
     }
   } else if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {

@@ -53,8 +53,9 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
     kBlock,
     kRejectInvalid,
     kRejectNoFit,
-    kStall,         // no output until cancelled (or the fake is destroyed)
-    kAlreadyExists  // the request id is still in flight here
+    kStall,          // no output until cancelled (or the fake is destroyed)
+    kAlreadyExists,  // the request id is still in flight here
+    kNotRegistered   // a new process not yet registered with the service
   };
   explicit FakeWorker(std::string id) : id_(std::move(id)) {
     server_ = StartServer(this, &port_);
@@ -79,6 +80,10 @@ class FakeWorker final : public radixkv::v1::Worker::Service {
       return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                           absl::StrCat("request_id '", req->request_id(),
                                        "' is already in flight"));
+    }
+    if (mode == Mode::kNotRegistered) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "worker w: not registered with the cache service");
     }
     if (mode == Mode::kFailBeforeFirst) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake worker down");
@@ -170,6 +175,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
     int64_t epoch = 1, matched = 0, outstanding = 0;
     // Empty: the worker serves every model (Stats reports "demo").
     std::string model;
+    bool unconfirmed = false;
   };
   FakeCacheService() { server_ = StartServer(this, &port_); }
   ~FakeCacheService() override {
@@ -195,6 +201,7 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
       w->set_epoch(e.epoch);
       w->set_matched_tokens(std::min<int64_t>(e.matched, r->tokens_size()));
       w->mutable_load()->set_outstanding_tokens(e.outstanding);
+      w->set_unconfirmed(e.unconfirmed);
     }
     return grpc::Status::OK;
   }
@@ -380,9 +387,10 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
   EXPECT_EQ(b_->requests()[0].token_ids().ids_size(), 100);
   EXPECT_EQ(cache_.last_model(), "demo");  // discovered through Stats
   const std::string text = MetricsText();
-  ExpectMetricLine(text,
-                   "radixkv_router_requests_total{api=\"grpc\",decision=\"prefix_hit\","
-                   "outcome=\"ok\",policy=\"cache_aware\"} 1");
+  ExpectMetricLine(
+      text,
+      "radixkv_router_requests_total{api=\"grpc\",decision=\"prefix_hit\","
+      "outcome=\"ok\",policy=\"cache_aware\"} 1");
   ExpectMetricLine(text,
                    "radixkv_router_predicted_hit_tokens_total{policy="
                    "\"cache_aware\"} 90");
@@ -392,9 +400,10 @@ TEST_F(RouterServiceTest, CacheAwareRoutesToTheWorkerHoldingThePrefix) {
                    "radixkv_router_routing_latency_seconds_count{policy="
                    "\"cache_aware\"} 1");
   // Three streamed tokens: one end-to-end and exactly one TTFT sample.
-  ExpectMetricLine(text,
-                   "radixkv_router_request_duration_seconds_count{api=\"grpc\",outcome="
-                   "\"ok\",policy=\"cache_aware\"} 1\n");
+  ExpectMetricLine(
+      text,
+      "radixkv_router_request_duration_seconds_count{api=\"grpc\",outcome="
+      "\"ok\",policy=\"cache_aware\"} 1\n");
   ExpectMetricLine(text,
                    "radixkv_router_time_to_first_token_seconds_count{"
                    "api=\"grpc\",policy=\"cache_aware\"} 1\n");
@@ -441,9 +450,10 @@ TEST_F(RouterServiceTest, EmptyPromptIsInvalid) {
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(a_->requests().size() + b_->requests().size(), 0u);
   const std::string text = MetricsText();
-  ExpectMetricLine(text,
-                   "radixkv_router_request_duration_seconds_count{api=\"grpc\",outcome="
-                   "\"invalid_argument\"");
+  ExpectMetricLine(
+      text,
+      "radixkv_router_request_duration_seconds_count{api=\"grpc\",outcome="
+      "\"invalid_argument\"");
   EXPECT_EQ(text.find("radixkv_router_time_to_first_token_seconds_count"),
             std::string::npos)
       << text;
@@ -517,6 +527,40 @@ TEST_F(RouterServiceTest, RestartedWorkerIsNotAvoidedForItsOldFailure) {
     ASSERT_TRUE(Run(Tokens({1, 2, 3}), "round_robin").status.ok());
   }
   EXPECT_EQ(a_->requests().size(), 3u) << "epoch 2 is a new process";
+}
+
+// After a cache-service restart a worker restored from the journal is not
+// placed on while a confirmed worker is live (the process at its address
+// may be a new one, not registered yet); alone, it is still used.
+TEST_F(RouterServiceTest, UnconfirmedWorkerIsUsedOnlyWithoutAlternative) {
+  cache_.Set({{"worker-a", a_->address(), 1, 0, 0, "", true},
+              {"worker-b", b_->address(), 1, 0, 0, "", false}});
+  StartRouter();
+  for (int i = 0; i < 4; ++i) {
+    StreamResult r = Run(Tokens({1, 2, 3}), "round_robin");
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.worker_id, "worker-b");
+  }
+  cache_.Set({{"worker-a", a_->address(), 1, 0, 0, "", true}});
+  StreamResult r = Run(Tokens({1, 2, 3}));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.worker_id, "worker-a");
+}
+
+// A worker that answers "not registered" (a new process behind a restored
+// registration) is not tried again by the same request.
+TEST_F(RouterServiceTest, NotRegisteredWorkerIsNotRetriedByTheRequest) {
+  cache_.Set(
+      {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
+  a_->set_script({FakeWorker::Mode::kNotRegistered});
+  b_->set_mode(FakeWorker::Mode::kFailBeforeFirst);
+  RouterOptions options;
+  options.max_attempts = 4;
+  StartRouter(options);
+  StreamResult r = Run(Tokens(std::vector<int32_t>(60, 3)));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(a_->requests().size(), 1u) << "excluded after not registered";
+  EXPECT_EQ(b_->requests().size(), 3u);
 }
 
 TEST_F(RouterServiceTest, RemovedWorkerDisappearsFromPlacementAtOnce) {
@@ -1132,12 +1176,14 @@ TEST_F(RouterServiceTest, EveryOutcomeIsCountedAndTimedOnce) {
             grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_TRUE(Run(Tokens({1, 2, 3})).status.ok());
   const std::string text = MetricsText();
-  ExpectMetricLine(text,
-                   "radixkv_router_requests_total{api=\"grpc\",decision=\"none\","
-                   "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
-  ExpectMetricLine(text,
-                   "radixkv_router_request_duration_seconds_count{"
-                   "api=\"grpc\",outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
+  ExpectMetricLine(
+      text,
+      "radixkv_router_requests_total{api=\"grpc\",decision=\"none\","
+      "outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
+  ExpectMetricLine(
+      text,
+      "radixkv_router_request_duration_seconds_count{"
+      "api=\"grpc\",outcome=\"invalid_argument\",policy=\"cache_aware\"} 2");
   ExpectMetricLine(text,
                    "radixkv_router_request_duration_seconds_count{"
                    "api=\"grpc\",outcome=\"ok\",policy=\"cache_aware\"} 1");
