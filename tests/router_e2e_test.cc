@@ -204,10 +204,10 @@ TEST(RouterEndToEndTest, HundredConcurrentSharedPrefixRequestsSpillPastGuard) {
   ASSERT_EQ(per_worker.size(), 2u) << "no spill to the second worker";
   EXPECT_GE(per_worker[warm.worker_id], 10);
   for (const auto& [worker, n] : per_worker) EXPECT_GE(n, 10) << worker;
-  const double guard = MetricValue(
-      cluster->router_metrics_address(),
-      "radixkv_router_requests_total{decision=\"load_guard\",outcome=\"ok\","
-      "policy=\"cache_aware\"}");
+  const double guard = MetricValue(cluster->router_metrics_address(),
+                                   "radixkv_router_requests_total{api=\"grpc\","
+                                   "decision=\"load_guard\",outcome=\"ok\","
+                                   "policy=\"cache_aware\"}");
   EXPECT_GE(guard, 1) << "the spill did not come from the imbalance guard";
   // Most requests still reused the prefix (on either worker).
   EXPECT_GE(cached, int64_t{kRequests / 2} * 199);
