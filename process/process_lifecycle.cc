@@ -48,6 +48,10 @@ static_assert(std::atomic<int>::is_always_lock_free);
 // load) and on a second SIGTERM during the drain. Async-signal-safe.
 extern "C" void RecordShutdownSignal(int sig) { g_caught_signal.store(sig); }
 
+// SIGHUP (reload) that landed on a thread not blocking it.
+std::atomic<bool> g_caught_reload{false};
+extern "C" void RecordReloadSignal(int) { g_caught_reload.store(true); }
+
 sigset_t ShutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -101,6 +105,35 @@ void BlockShutdownSignals() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+  // SIGHUP asks a process to re-read its files (WatchReloadSignal); blocked
+  // everywhere so that its default action never kills a process.
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
+  struct sigaction reload = {};
+  reload.sa_handler = RecordReloadSignal;
+  sigemptyset(&reload.sa_mask);
+  reload.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &reload, nullptr);
+}
+
+ReloadSignalWatcher::ReloadSignalWatcher(std::function<void()> on_reload)
+    : thread_([this, on_reload = std::move(on_reload)] {
+        sigset_t hup;
+        sigemptyset(&hup);
+        sigaddset(&hup, SIGHUP);
+        while (!stop_.HasBeenNotified()) {
+          const timespec poll = {0, 100 * 1000 * 1000};  // 100 ms
+          const bool caught = g_caught_reload.exchange(false) ||
+                              sigtimedwait(&hup, nullptr, &poll) == SIGHUP;
+          if (caught && !stop_.HasBeenNotified()) on_reload();
+        }
+      }) {}
+
+ReloadSignalWatcher::~ReloadSignalWatcher() {
+  stop_.Notify();
+  thread_.join();
 }
 
 bool CheckFlagsOnly() { return absl::GetFlag(FLAGS_check_flags); }

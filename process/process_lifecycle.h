@@ -8,11 +8,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
@@ -53,6 +55,19 @@ void BlockShutdownSignals();
 // docs/perf.md). Release builds of Abseil skip it. Binaries call this (tests
 // keep the detector on).
 void DisableMutexDeadlockDetection();
+
+// Runs `on_reload` on its own thread each time the process gets SIGHUP
+// (which BlockShutdownSignals blocks in every thread, so it never kills a
+// process that does not watch it). Stops with the object.
+class ReloadSignalWatcher {
+ public:
+  explicit ReloadSignalWatcher(std::function<void()> on_reload);
+  ~ReloadSignalWatcher();
+
+ private:
+  absl::Notification stop_;
+  std::thread thread_;
+};
 
 // True when --check_flags was given: the binary must validate its flags,
 // print "flags ok" (or the error) and exit without starting anything.

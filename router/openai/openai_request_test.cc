@@ -1,0 +1,182 @@
+#include "router/openai/openai_request.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "router/openai/openai_error.h"
+
+namespace radixkv::router::openai {
+namespace {
+
+void ExpectBadParam(const absl::StatusOr<OpenAiRequest>& r,
+                    const std::string& param, const std::string& substring) {
+  ASSERT_FALSE(r.ok()) << param;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  const OpenAiError e = ToOpenAiError(r.status());
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, param) << r.status();
+  EXPECT_NE(e.message.find(substring), std::string::npos) << r.status();
+}
+
+TEST(OpenAiRequestTest, CompletionWithEverySupportedParameter) {
+  absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(R"({
+    "model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5,
+    "top_p": 0.9, "seed": 42, "stop": ["\n", "END"], "n": 1,
+    "stream": true, "stream_options": {"include_usage": true},
+    "user": "u1", "top_k": 40, "min_p": 0, "repetition_penalty": 1,
+    "presence_penalty": 0, "frequency_penalty": 0, "ignore_eos": true,
+    "priority": 3, "cache_salt": "tenant-a", "logprobs": null,
+    "echo": false, "best_of": 1, "logit_bias": {}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "m");
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(*r->prompts[0].text, "Hello");
+  const auto& s = r->base.sampling();
+  EXPECT_EQ(s.max_new_tokens(), 7);
+  EXPECT_FLOAT_EQ(s.temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p(), 0.9f);
+  EXPECT_EQ(s.seed(), 42u);
+  ASSERT_EQ(s.stop_size(), 2);
+  EXPECT_EQ(s.stop(1), "END");
+  EXPECT_EQ(s.top_k(), 40);
+  EXPECT_TRUE(s.ignore_eos());
+  EXPECT_EQ(r->base.priority(), -3) << "vLLM: lower is earlier";
+  EXPECT_EQ(r->base.cache_salt(), "tenant-a");
+  EXPECT_EQ(r->base.model(), "m");
+  EXPECT_TRUE(r->base.return_text());
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+}
+
+TEST(OpenAiRequestTest, CompletionDefaultsAreOpenAis) {
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"model": "m", "prompt": "x"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->base.sampling().max_new_tokens(), kDefaultCompletionMaxTokens);
+  EXPECT_FLOAT_EQ(r->base.sampling().temperature(), 1.0f);
+  EXPECT_FALSE(r->stream);
+  // seed 0 still fixes the generator (0 means unset inside radixkv).
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": "x", "seed": 0})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->base.sampling().seed(), 0u);
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": "x", "top_k": -1})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->base.sampling().top_k(), 0);
+}
+
+TEST(OpenAiRequestTest, EveryPromptForm) {
+  absl::StatusOr<OpenAiRequest> r =
+      ParseCompletionRequest(R"({"model": "m", "prompt": ["a", "b"]})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->prompts.size(), 2u);
+  EXPECT_EQ(*r->prompts[1].text, "b");
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": [1, 2, 3]})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].ids, std::vector<int32_t>({1, 2, 3}));
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": [[1], [2, 3]]})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->prompts.size(), 2u);
+  EXPECT_EQ(r->prompts[1].ids, std::vector<int32_t>({2, 3}));
+}
+
+TEST(OpenAiRequestTest, CompletionRefusalsNameTheParameter) {
+  const std::string m = R"("model": "m", "prompt": "x")";
+  auto parse = [&](const std::string& extra) {
+    return ParseCompletionRequest("{" + m + ", " + extra + "}");
+  };
+  ExpectBadParam(parse(R"("n": 2)"), "n", "parallel sampling");
+  ExpectBadParam(parse(R"("logprobs": 2)"), "logprobs", "logprobs");
+  ExpectBadParam(parse(R"("echo": true)"), "echo", "echo");
+  ExpectBadParam(parse(R"("suffix": "s")"), "suffix", "suffix");
+  ExpectBadParam(parse(R"("best_of": 3)"), "best_of", "best_of");
+  ExpectBadParam(parse(R"("logit_bias": {"5": 10})"), "logit_bias", "not");
+  ExpectBadParam(parse(R"("presence_penalty": 0.5)"), "presence_penalty",
+                 "not supported");
+  ExpectBadParam(parse(R"("frequency_penalty": 1)"), "frequency_penalty",
+                 "not supported");
+  ExpectBadParam(parse(R"("repetition_penalty": 1.1)"), "repetition_penalty",
+                 "not supported");
+  ExpectBadParam(parse(R"("min_p": 0.1)"), "min_p", "not supported");
+  ExpectBadParam(parse(R"("frobnicate": 1)"), "frobnicate", "unrecognized");
+  ExpectBadParam(parse(R"("max_tokens": 0)"), "max_tokens", "[1, 65536]");
+  ExpectBadParam(parse(R"("temperature": -1)"), "temperature", "[0, 100]");
+  ExpectBadParam(parse(R"("top_p": 0)"), "top_p", "(0, 1]");
+  ExpectBadParam(parse(R"("stop": [1])"), "stop", "strings");
+  ExpectBadParam(parse(R"("stop": [""])"), "stop", "1 to 256 bytes");
+  ExpectBadParam(parse(R"("stream_options": {"include_usage": true})"),
+                 "stream_options", "only allowed when stream is true");
+  ExpectBadParam(parse(R"("priority": 5000)"), "priority", "[-1000, 1000]");
+  ExpectBadParam(ParseCompletionRequest(R"({"prompt": "x"})"), "model",
+                 "required");
+  ExpectBadParam(ParseCompletionRequest(R"({"model": "m"})"), "prompt",
+                 "required");
+  ExpectBadParam(ParseCompletionRequest(R"({"model": "m", "prompt": ""})"),
+                 "prompt", "empty");
+  ExpectBadParam(ParseCompletionRequest(R"({"model": "m", "prompt": [-1]})"),
+                 "prompt", "[0, 2147483647]");
+  EXPECT_EQ(ParseCompletionRequest("[1]").status().message(),
+            "the request body must be a JSON object");
+  EXPECT_EQ(ParseCompletionRequest("{").status().message(),
+            "the request body is not valid JSON");
+}
+
+TEST(OpenAiRequestTest, ChatMessagesAndTemplateVariables) {
+  absl::StatusOr<OpenAiRequest> r = ParseChatRequest(R"({
+    "model": "m",
+    "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                   {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": null}],
+    "max_completion_tokens": 9, "max_tokens": 3,
+    "chat_template_kwargs": {"enable_thinking": false},
+    "response_format": {"type": "text"}, "store": false})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->messages.size(), 3u);
+  EXPECT_EQ(r->messages[1]["content"], "Hi\nthere");
+  EXPECT_TRUE(r->messages[2]["content"].is_null());
+  EXPECT_EQ(r->base.sampling().max_new_tokens(), 9)
+      << "max_completion_tokens wins";
+  EXPECT_EQ(r->chat_template_kwargs["enable_thinking"], false);
+  EXPECT_TRUE(r->add_generation_prompt);
+  r = ParseChatRequest(
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->base.sampling().max_new_tokens(), 0)
+      << "the rest of the context, decided after tokenization";
+}
+
+TEST(OpenAiRequestTest, ChatRefusalsNameTheParameter) {
+  const std::string m =
+      R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+  auto parse = [&](const std::string& extra) {
+    return ParseChatRequest("{" + m + ", " + extra + "}");
+  };
+  ExpectBadParam(parse(R"("tools": [{"type": "function"}])"), "tools",
+                 "not supported");
+  ExpectBadParam(parse(R"("tool_choice": "auto")"), "tool_choice",
+                 "not supported");
+  ExpectBadParam(parse(R"("response_format": {"type": "json_schema"})"),
+                 "response_format", "text");
+  ExpectBadParam(parse(R"("logprobs": true)"), "logprobs", "logprobs");
+  ExpectBadParam(parse(R"("top_logprobs": 3)"), "top_logprobs", "logprobs");
+  ExpectBadParam(parse(R"("n": 4)"), "n", "parallel sampling");
+  ExpectBadParam(parse(R"("prompt": "x")"), "prompt", "unrecognized");
+  ExpectBadParam(
+      ParseChatRequest(
+          R"({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "x"}}]}]})"),
+      "messages[0].content[0].type", "image_url");
+  ExpectBadParam(ParseChatRequest(R"({"model": "m", "messages": []})"),
+                 "messages", "non-empty");
+  ExpectBadParam(
+      ParseChatRequest(R"({"model": "m", "messages": [{"content": "x"}]})"),
+      "messages[0].role", "required");
+  ExpectBadParam(ParseChatRequest(R"({"model": "m", "messages": [
+          {"role": "assistant", "content": "", "tool_calls": []}]})"),
+                 "messages[0].tool_calls", "not supported");
+}
+
+}  // namespace
+}  // namespace radixkv::router::openai

@@ -1,0 +1,101 @@
+#include "router/openai/openai_response.h"
+
+#include "gtest/gtest.h"
+#include "router/openai/openai_error.h"
+
+namespace radixkv::router::openai {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+radixkv::v1::Usage MakeUsage(int prompt, int cached, int completion) {
+  radixkv::v1::Usage u;
+  u.set_prompt_tokens(prompt);
+  u.set_cached_tokens(cached);
+  u.set_completion_tokens(completion);
+  return u;
+}
+
+Json EventJson(const std::string& event) {
+  EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+  EXPECT_EQ(event.substr(event.size() - 2), "\n\n") << event;
+  return Json::parse(event.substr(6, event.size() - 8));
+}
+
+TEST(OpenAiResponseTest, CompletionBodyInOpenAisShape) {
+  const ResponseHeader h{Endpoint::kCompletions, "cmpl-1", 1700000000, "m"};
+  const std::string body =
+      ResponseBody(h, {{"Hello", "length"}, {"Bye", "stop"}},
+                   {MakeUsage(5, 3, 16), MakeUsage(6, 0, 2)});
+  EXPECT_EQ(
+      body,
+      R"({"id":"cmpl-1","object":"text_completion","created":1700000000,)"
+      R"("model":"m","choices":[{"index":0,"text":"Hello","logprobs":null,)"
+      R"("finish_reason":"length"},{"index":1,"text":"Bye","logprobs":null,)"
+      R"("finish_reason":"stop"}],"usage":{"prompt_tokens":11,)"
+      R"("completion_tokens":18,"total_tokens":29,)"
+      R"("prompt_tokens_details":{"cached_tokens":3}}})");
+}
+
+TEST(OpenAiResponseTest, ChatBodyAndChunks) {
+  const ResponseHeader h{Endpoint::kChat, "chatcmpl-1", 7, "m"};
+  const Json body = Json::parse(ResponseBody(h, {{"Hi!", "stop"}}, {}));
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Hi!");
+  Json first = EventJson(ChunkEvent(h, 0, "", true, std::nullopt, false));
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"],
+            Json::parse(R"({"role":"assistant","content":""})"));
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  EXPECT_FALSE(first.contains("usage"));
+  Json delta = EventJson(ChunkEvent(h, 0, "Hi", false, std::nullopt, true));
+  EXPECT_EQ(delta["choices"][0]["delta"], Json::parse(R"({"content":"Hi"})"));
+  EXPECT_TRUE(delta["usage"].is_null());
+  Json last = EventJson(ChunkEvent(h, 0, "", false, "length", false));
+  EXPECT_EQ(last["choices"][0]["delta"], Json::object());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  Json usage = EventJson(UsageEvent(h, {MakeUsage(4, 2, 1)}));
+  EXPECT_EQ(usage["choices"], Json::array());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 5);
+  EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+}
+
+TEST(OpenAiResponseTest, FinishReasonsAndIds) {
+  EXPECT_EQ(FinishReasonName(radixkv::v1::FINISH_REASON_EOS, true), "stop");
+  EXPECT_EQ(FinishReasonName(radixkv::v1::FINISH_REASON_STOP, true), "stop");
+  EXPECT_EQ(FinishReasonName(radixkv::v1::FINISH_REASON_LENGTH, true),
+            "length");
+  EXPECT_EQ(FinishReasonName(radixkv::v1::FINISH_REASON_LENGTH, false),
+            std::nullopt);
+  EXPECT_EQ(NewResponseId(Endpoint::kChat).rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(NewResponseId(Endpoint::kCompletions).size(), 5u + 32u);
+  EXPECT_NE(NewResponseId(Endpoint::kChat), NewResponseId(Endpoint::kChat));
+}
+
+TEST(OpenAiResponseTest, ErrorsCarryTheStatusAndParam) {
+  OpenAiError e = ToOpenAiError(BadParam("top_p", "top_p must be in (0, 1]"));
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(ErrorBody(e),
+            R"({"error":{"message":"top_p must be in (0, 1]",)"
+            R"("type":"invalid_request_error","param":"top_p","code":null}})");
+  EXPECT_EQ(ToOpenAiError(absl::UnauthenticatedError("x")).http_status, 401);
+  EXPECT_EQ(ToOpenAiError(absl::UnauthenticatedError("x")).code,
+            "invalid_api_key");
+  EXPECT_EQ(ToOpenAiError(absl::NotFoundError("x")).http_status, 404);
+  EXPECT_EQ(ToOpenAiError(absl::ResourceExhaustedError("x")).http_status, 429);
+  EXPECT_EQ(ToOpenAiError(absl::UnavailableError("x")).http_status, 503);
+  EXPECT_EQ(ToOpenAiError(absl::InternalError("x")).http_status, 500);
+  // A stray byte in an echoed message does not break the JSON.
+  EXPECT_NE(ErrorBody(ToOpenAiError(absl::InvalidArgumentError("\xff"))), "");
+}
+
+TEST(OpenAiResponseTest, ModelList) {
+  EXPECT_EQ(ModelListBody({"a", "b"}, 3),
+            R"({"object":"list","data":[{"id":"a","object":"model",)"
+            R"("created":3,"owned_by":"radixkv"},{"id":"b","object":"model",)"
+            R"("created":3,"owned_by":"radixkv"}]})");
+}
+
+}  // namespace
+}  // namespace radixkv::router::openai
