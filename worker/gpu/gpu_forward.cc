@@ -118,41 +118,65 @@ absl::Status RopeAndCache(const GpuForward& f, const StepShape& sh, int layer,
   return KernelError(LaunchRopeAndCache(rl, f.stream), "rope+cache");
 }
 
+// The four GEMMs of a layer over n rows (the forward and the timing hook).
+absl::Status QkvProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
+  const ModelConfig& c = *f.config;
+  const int64_t qkv_dim =
+      (int64_t{c.num_attention_heads} + 2 * c.num_key_value_heads) * c.head_dim;
+  return f.gemm->Run(f.workspace->h, w.qkv, f.workspace->qkv, n, qkv_dim,
+                     c.hidden_size, 0.0f);
+}
+
+absl::Status OProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
+  const ModelConfig& c = *f.config;
+  return f.gemm->Run(f.workspace->attn, w.o, f.workspace->x, n, c.hidden_size,
+                     int64_t{c.num_attention_heads} * c.head_dim, 1.0f);
+}
+
+absl::Status GateUpProj(const GpuForward& f, const GpuLayerWeights& w,
+                        int64_t n) {
+  const ModelConfig& c = *f.config;
+  return f.gemm->Run(f.workspace->h, w.gate_up, f.workspace->gate_up, n,
+                     2 * int64_t{c.intermediate_size}, c.hidden_size, 0.0f);
+}
+
+absl::Status DownProj(const GpuForward& f, const GpuLayerWeights& w,
+                      int64_t n) {
+  const ModelConfig& c = *f.config;
+  return f.gemm->Run(f.workspace->act, w.down, f.workspace->x, n, c.hidden_size,
+                     c.intermediate_size, 1.0f);
+}
+
 absl::Status EnqueueLayer(const GpuForward& f, const StepShape& sh, int layer) {
   const ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   const GpuLayerWeights& w = f.weights->layers[layer];
-  const GpuGemm& gemm = *f.gemm;
-  const int64_t H = c.hidden_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const int64_t I = c.intermediate_size;
   const int32_t n = sh.num_tokens;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float sm_scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+  const float sm_scale =
+      static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
   RADIXKV_RETURN_IF_ERROR(
       KernelError(LaunchRmsNorm(ws.x, nullptr, w.input_norm, eps, n,
                                 c.hidden_size, ws.h, f.dtype, f.stream),
                   "rmsnorm"));
-  RADIXKV_RETURN_IF_ERROR(
-      gemm.Run(ws.h, w.qkv, ws.qkv, n, (Hq + 2 * Hkv) * D, H, 0.0f));
+  RADIXKV_RETURN_IF_ERROR(QkvProj(f, w, n));
   RADIXKV_RETURN_IF_ERROR(RopeAndCache(f, sh, layer, n));
   RADIXKV_RETURN_IF_ERROR(EnqueueAttention(f, sh, layer, sm_scale));
   if (w.o_bias != nullptr) {
     RADIXKV_RETURN_IF_ERROR(KernelError(
         LaunchAddBias(ws.x, w.o_bias, n, c.hidden_size, f.stream), "o bias"));
   }
-  RADIXKV_RETURN_IF_ERROR(gemm.Run(ws.attn, w.o, ws.x, n, H, Hq * D, 1.0f));
+  RADIXKV_RETURN_IF_ERROR(OProj(f, w, n));
   RADIXKV_RETURN_IF_ERROR(
       KernelError(LaunchRmsNorm(ws.x, nullptr, w.post_norm, eps, n,
                                 c.hidden_size, ws.h, f.dtype, f.stream),
                   "rmsnorm"));
-  RADIXKV_RETURN_IF_ERROR(
-      gemm.Run(ws.h, w.gate_up, ws.gate_up, n, 2 * I, H, 0.0f));
+  RADIXKV_RETURN_IF_ERROR(GateUpProj(f, w, n));
   RADIXKV_RETURN_IF_ERROR(
       KernelError(LaunchSiluAndMul(ws.gate_up, n, c.intermediate_size, ws.act,
                                    f.dtype, f.stream),
                   "silu"));
-  return gemm.Run(ws.act, w.down, ws.x, n, H, I, 1.0f);
+  return DownProj(f, w, n);
 }
 
 // Final norm and LM head of `rows` logit rows whose x rows are listed at
@@ -215,19 +239,11 @@ absl::Status EnqueueForward(const GpuForward& f, const StepShape& sh) {
 
 absl::Status EnqueueLayerGemms(const GpuForward& f, int layer,
                                int64_t num_tokens) {
-  const ModelConfig& c = *f.config;
-  const GpuWorkspace& ws = *f.workspace;
   const GpuLayerWeights& w = f.weights->layers[layer];
-  const GpuGemm& gemm = *f.gemm;
-  const int64_t H = c.hidden_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const int64_t I = c.intermediate_size, n = num_tokens;
-  RADIXKV_RETURN_IF_ERROR(
-      gemm.Run(ws.h, w.qkv, ws.qkv, n, (Hq + 2 * Hkv) * D, H, 0.0f));
-  RADIXKV_RETURN_IF_ERROR(gemm.Run(ws.attn, w.o, ws.x, n, H, Hq * D, 1.0f));
-  RADIXKV_RETURN_IF_ERROR(
-      gemm.Run(ws.h, w.gate_up, ws.gate_up, n, 2 * I, H, 0.0f));
-  return gemm.Run(ws.act, w.down, ws.x, n, H, I, 1.0f);
+  RADIXKV_RETURN_IF_ERROR(QkvProj(f, w, num_tokens));
+  RADIXKV_RETURN_IF_ERROR(OProj(f, w, num_tokens));
+  RADIXKV_RETURN_IF_ERROR(GateUpProj(f, w, num_tokens));
+  return DownProj(f, w, num_tokens);
 }
 
 absl::Status ChunkedLogits(const GpuForward& f, int32_t rows, float* logits) {

@@ -58,8 +58,9 @@ absl::StatusOr<GpuKvPool> AllocateKvPool(const GpuModelExecutorOptions& options,
 
 // Enqueues `ops` (validated, worker/kernels/cpu/copy_blocks.h semantics) on
 // `stream` (a hipStream_t) for every layer: one CopyBlocks call when the
-// scratch holds them all, else one generic kernel per op. INTERNAL for a
-// launch error.
+// pool has scratch for them all (tensor-core kernels, at most
+// copy_scratch_ops ops), else one generic kernel per op. Errors:
+// CopyBlocks', INTERNAL for a launch error.
 absl::Status CopyPages(const GpuKvPool& pool, absl::Span<const PageCopy> ops,
                        void* stream);
 

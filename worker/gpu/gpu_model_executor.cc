@@ -26,7 +26,6 @@ static_assert(gpu::kDeviceSamplingFailedToken == kSamplingFailedToken,
 
 namespace {
 
-using gpu::KernelError;
 using gpu::RuntimeError;
 using gpu::StepOutput;
 
