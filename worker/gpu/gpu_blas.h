@@ -1,6 +1,6 @@
 // Vendor BLAS behind one set of names for the GPU model backend: cuBLAS on
 // NVIDIA (nvcc / host compilers with the CUDA headers), hipBLAS on AMD
-// (hipcc). Only what worker/gpu/gpu_model_executor.cc uses: handles, stream
+// (hipcc). Only what worker/gpu/gpu_gemm.cc uses: handles, stream
 // and workspace binding, and the mixed-precision GEMM with fp32 accumulation.
 // Include after worker/kernels/hip/hip_compat.h.
 #ifndef RADIXKV_WORKER_GPU_GPU_BLAS_H_

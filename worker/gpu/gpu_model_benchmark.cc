@@ -1,6 +1,6 @@
-// GPU backend benchmark (issue 8 "Performance"): on a random-weight
-// checkpoint (make_random_checkpoint; default shape 16 layers, hidden 2048,
-// 32 heads, 8 KV heads, head_dim 64, vocab 32000, bf16):
+// GPU backend benchmark on a random-weight checkpoint (make_random_checkpoint;
+// default shape 16 layers, hidden 2048, 32 heads, 8 KV heads, head_dim 64,
+// vocab 32000, bf16):
 //   - decode throughput (output tokens/s, greedy sampling on the device,
 //     graphs on) at the given batch sizes with --context-token contexts, and
 //     the same step eagerly (graphs off);
@@ -8,8 +8,8 @@
 //     kernels (device events) as fractions of the graph step, launch
 //     overhead = eager step - graph step;
 //   - roofline floor of the step: (weight bytes + KV bytes read) / copy
-//     bandwidth vs GEMM FLOPs / peak (H200 ceilings measured in
-//     shared/notes/toolchain.md: 4.2 TB/s copy, ~700 TFLOP/s bf16 GEMM);
+//     bandwidth vs GEMM FLOPs / peak (flag defaults: the H200's measured
+//     4.2 TB/s device copy and ~700 TFLOP/s bf16 GEMM);
 //   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
 //     cached prefix;
 //   - optionally the CPU backend (fp32) for scale.
@@ -25,6 +25,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "worker/gpu/gpu_model_executor.h"
 #include "worker/model/llama_model.h"
 #include "worker/model/sampler.h"
@@ -105,6 +106,200 @@ ForwardBatch DecodeBatch(int B, int ctx, int64_t stride, int32_t vocab,
   return b;
 }
 
+// What every decode measurement shares. Sequence s owns the slots
+// [s * stride, s * stride + stride).
+struct DecodeSetup {
+  int ctx = 0;
+  int steps = 0;
+  int64_t stride = 0;
+  int32_t small_rows_default = 0;
+  double kv_bytes_per_token = 0;
+  double params = 0;  // weight elements (bf16)
+};
+
+struct Row {
+  int b;
+  double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms,
+      streaming_ms, serve_device_ms, serve_host_ms;
+};
+
+// Median seconds of a greedy decode step on the device (3 warm-up steps).
+double TimeDecode(GpuModelExecutor& e, const std::vector<ForwardBatch>& steps,
+                  bool graphs, int32_t small_rows) {
+  std::vector<GpuSamplingParams> params(steps[0].qo_indptr.size() - 1);
+  std::vector<int32_t> tokens;
+  e.set_small_batch_gemm_max_rows(small_rows);
+  e.set_use_graphs(graphs);
+  for (int w = 0; w < 3; ++w) {
+    Check(e.ForwardSample(steps[0], params, &tokens), "warm-up");
+  }
+  std::vector<double> t;
+  for (const ForwardBatch& b : steps) {
+    auto a = Clock::now();
+    Check(e.ForwardSample(b, params, &tokens), "decode");
+    t.push_back(Seconds(a));
+  }
+  return Median(t);
+}
+
+// Median seconds of the serving path (ModelExecutor::ForwardSample, as the
+// scheduler calls it, graphs on), sampled on the device (B token ids copied
+// back) or by ModelExecutor's default implementation (Forward: B x vocab
+// fp32 logits copied back, then the host Sampler), over at most 16 steps.
+double TimeServing(GpuModelExecutor& e, const std::vector<ForwardBatch>& steps,
+                   absl::Span<const SequenceSampling> sampling,
+                   int32_t small_rows, bool device) {
+  std::vector<int32_t> tokens;
+  e.set_small_batch_gemm_max_rows(small_rows);
+  e.set_use_graphs(true);
+  auto step = [&](const ForwardBatch& fb) {
+    return device ? e.ForwardSample(fb, sampling, &tokens)
+                  : e.ModelExecutor::ForwardSample(fb, sampling, &tokens);
+  };
+  for (int w = 0; w < 3; ++w) Check(step(steps[0]), "warm-up");
+  std::vector<double> t;
+  for (int s = 0; s < std::min(static_cast<int>(steps.size()), 16); ++s) {
+    auto a = Clock::now();
+    Check(step(steps[s]), "serving step");
+    t.push_back(Seconds(a));
+  }
+  return Median(t);
+}
+
+// Every number of one batch size's table rows.
+Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
+  const ModelConfig& c = e.config();
+  std::vector<ForwardBatch> steps;
+  for (int s = 0; s < d.steps; ++s) {
+    steps.push_back(DecodeBatch(B, d.ctx, d.stride, c.vocab_size, s));
+  }
+  const int32_t rows_default = d.small_rows_default;
+  const double vendor = B <= 16 ? TimeDecode(e, steps, true, 0) : -1;
+  const double streaming = B <= 16 ? TimeDecode(e, steps, true, 16) : -1;
+  const double eager = TimeDecode(e, steps, false, rows_default);
+  // Temperature 0.7, top-k 50, top-p 0.9.
+  std::vector<SequenceSampling> sampling(B);
+  std::vector<std::unique_ptr<Sampler>> host_samplers;
+  for (int b = 0; b < B; ++b) {
+    SamplingParams sp;
+    sp.temperature = 0.7f;
+    sp.top_k = 50;
+    sp.top_p = 0.9f;
+    sp.seed = 1000 + b;
+    host_samplers.push_back(std::make_unique<Sampler>(sp));
+    sampling[b].temperature = sp.temperature;
+    sampling[b].top_k = sp.top_k;
+    sampling[b].top_p = sp.top_p;
+    sampling[b].seed = sp.seed;
+    sampling[b].host_sampler = host_samplers.back().get();
+  }
+  const double serve_device =
+      TimeServing(e, steps, sampling, rows_default, true);
+  const double serve_host =
+      TimeServing(e, steps, sampling, rows_default, false);
+  const double graph = TimeDecode(e, steps, true, rows_default);
+  if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
+  auto attn = e.TimeAttentionOnly(20);
+  auto gemm = e.TimeGemmsOnly(20);
+  const double bytes =
+      e.weight_bytes() + B * (d.ctx + 1) * d.kv_bytes_per_token;
+  const double flops = 2.0 * d.params * B;
+  const double floor_s =
+      std::max(bytes / (absl::GetFlag(FLAGS_copy_gbps) * 1e9),
+               flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
+  return {B,
+          graph * 1e3,
+          eager * 1e3,
+          B / graph,
+          attn.ok() ? *attn * 1e3 : -1,
+          gemm.ok() ? *gemm * 1e3 : -1,
+          floor_s * 1e3,
+          vendor * 1e3,
+          streaming * 1e3,
+          serve_device * 1e3,
+          serve_host * 1e3};
+}
+
+// Seconds of one prefill of `total` prompt tokens at slots slot0 + [0,
+// total), the first `cached` already in the pool.
+double TimePrefill(GpuModelExecutor& e, int64_t slot0, int cached, int total) {
+  ForwardBatch b;
+  for (int i = cached; i < total; ++i) {
+    b.input_ids.push_back(Token(777 + i, e.config().vocab_size));
+    b.positions.push_back(i);
+    b.out_cache_loc.push_back(slot0 + i);
+  }
+  for (int i = 0; i < cached; ++i) b.kv_indices.push_back(slot0 + i);
+  b.qo_indptr = {0, total - cached};
+  b.kv_indptr = {0, cached};
+  std::vector<GpuSamplingParams> p(1);
+  std::vector<int32_t> t;
+  auto a = Clock::now();
+  Check(e.ForwardSample(b, p, &t), "ttft");
+  return Seconds(a);
+}
+
+struct CpuNumbers {
+  double decode_ms = -1;
+  double prefill_tok_s = -1;
+};
+
+// The CPU backend (fp32) on the same checkpoint: one prefill of ctx
+// tokens, then the median of 4 B=1 decode steps.
+CpuNumbers MeasureCpu(const std::string& dir, int ctx, int64_t stride,
+                      int32_t vocab) {
+  CpuModelExecutorOptions co;
+  co.model_dir = dir;
+  co.kv_capacity_slots = 4 * stride;
+  co.num_threads = absl::GetFlag(FLAGS_cpu_threads);
+  auto cpu = CpuModelExecutor::Create(co);
+  Check(cpu.status(), "cpu create");
+  CpuNumbers n;
+  auto a = Clock::now();
+  PrefillContexts(**cpu, 1, ctx, stride, ctx);
+  n.prefill_tok_s = ctx / Seconds(a);
+  std::vector<double> t;
+  std::vector<float> logits;
+  for (int s = 0; s < 4; ++s) {
+    ForwardBatch b = DecodeBatch(1, ctx, stride, vocab, s);
+    auto a2 = Clock::now();
+    Check((*cpu)->Forward(b, &logits), "cpu decode");
+    t.push_back(Seconds(a2));
+  }
+  n.decode_ms = Median(t) * 1e3;
+  return n;
+}
+
+void PrintTables(const std::vector<Row>& rows, int ctx, int32_t small_rows) {
+  std::printf(
+      "\nSUMMARY (bf16, page_size 16, context %d, H200; small-batch GEMM for "
+      "<= %d rows)\n",
+      ctx, small_rows);
+  std::printf(
+      "| batch | step ms (graph) | step ms (eager) | output tok/s | "
+      "attention ms | GEMMs ms | attn %% | GEMM %% | launch ovh %% | "
+      "roofline floor ms | floor / step | graph ms, vendor GEMM | graph ms, "
+      "streaming GEMM |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf(
+        "| %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f | %.0f | %.0f "
+        "| %.3f | %.2f | %.3f | %.3f |\n",
+        r.b, r.graph_ms, r.eager_ms, r.tok_s, r.attn_ms, r.gemm_ms,
+        100 * r.attn_ms / r.graph_ms, 100 * r.gemm_ms / r.graph_ms,
+        100 * std::max(0.0, r.eager_ms - r.graph_ms) / r.eager_ms, r.floor_ms,
+        r.floor_ms / r.graph_ms, r.vendor_ms, r.streaming_ms);
+  }
+  std::printf(
+      "\nServing step (ForwardSample, temperature 0.7, top-k 50, top-p 0.9, "
+      "graphs)\n| batch | device sampling ms | host sampling ms (logits "
+      "copy + Sampler) | host / device |\n|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %d | %.3f | %.3f | %.2f |\n", r.b, r.serve_device_ms,
+                r.serve_host_ms, r.serve_host_ms / r.serve_device_ms);
+  }
+}
+
 int Main() {
   const std::string dir = absl::GetFlag(FLAGS_model_dir);
   std::vector<int> batches;
@@ -141,183 +336,44 @@ int Main() {
       static_cast<long long>(e.capacity_slots()),
       e.uses_tensor_core_attention() ? "tensor-core" : "generic");
 
-  // Contexts: sequence s owns slots [s * stride, s * stride + stride).
-  const int64_t stride = (ctx + steps + 64 + 15) / 16 * 16;
-  t0 = Clock::now();
-  PrefillContexts(e, max_b, ctx, stride, o.max_tokens_per_step);
-  std::printf("prefilled %d x %d tokens in %.2f s\n", max_b, ctx, Seconds(t0));
-
-  const double kv_bytes_per_token =
+  DecodeSetup d;
+  d.ctx = ctx;
+  d.steps = steps;
+  d.stride = (ctx + steps + 64 + 15) / 16 * 16;
+  d.small_rows_default = o.small_batch_gemm_max_rows;
+  d.kv_bytes_per_token =
       2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
-  const double params =
-      static_cast<double>(e.weight_bytes()) / 2;  // bf16 elements
-  struct Row {
-    int b;
-    double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms,
-        streaming_ms, serve_device_ms, serve_host_ms;
-  };
+  d.params = static_cast<double>(e.weight_bytes()) / 2;
+  t0 = Clock::now();
+  PrefillContexts(e, max_b, ctx, d.stride, o.max_tokens_per_step);
+  std::printf("prefilled %d x %d tokens in %.2f s\n", max_b, ctx, Seconds(t0));
   std::vector<Row> rows;
-  for (int B : batches) {
-    std::vector<ForwardBatch> step_batches;
-    for (int s = 0; s < steps; ++s) {
-      step_batches.push_back(DecodeBatch(B, ctx, stride, c.vocab_size, s));
-    }
-    std::vector<GpuSamplingParams> params_b(B);
-    std::vector<int32_t> tokens;
-    auto run = [&](bool graphs, int32_t small_rows) {
-      e.set_small_batch_gemm_max_rows(small_rows);
-      e.set_use_graphs(graphs);
-      for (int w = 0; w < 3; ++w) {
-        Check(e.ForwardSample(step_batches[0], params_b, &tokens), "warm-up");
-      }
-      std::vector<double> t;
-      for (int s = 0; s < steps; ++s) {
-        auto a = Clock::now();
-        Check(e.ForwardSample(step_batches[s], params_b, &tokens), "decode");
-        t.push_back(Seconds(a));
-      }
-      return Median(t);
-    };
-    const int32_t rows_default = o.small_batch_gemm_max_rows;
-    const double vendor = B <= 16 ? run(true, 0) : -1;
-    const double streaming = B <= 16 ? run(true, 16) : -1;
-    const double eager = run(false, rows_default);
-    // The serving path (ModelExecutor::ForwardSample, as the scheduler calls
-    // it) with temperature 0.7, top-k 50, top-p 0.9: sampled on the device
-    // (B token ids copied back) vs ModelExecutor's default implementation
-    // (Forward: B x vocab fp32 logits copied back, then the host Sampler).
-    std::vector<SequenceSampling> sampling(B);
-    std::vector<std::unique_ptr<Sampler>> host_samplers;
-    for (int b = 0; b < B; ++b) {
-      SamplingParams sp;
-      sp.temperature = 0.7f;
-      sp.top_k = 50;
-      sp.top_p = 0.9f;
-      sp.seed = 1000 + b;
-      host_samplers.push_back(std::make_unique<Sampler>(sp));
-      sampling[b].temperature = sp.temperature;
-      sampling[b].top_k = sp.top_k;
-      sampling[b].top_p = sp.top_p;
-      sampling[b].seed = sp.seed;
-      sampling[b].host_sampler = host_samplers.back().get();
-    }
-    auto serve = [&](bool device) {
-      e.set_small_batch_gemm_max_rows(rows_default);
-      e.set_use_graphs(true);
-      auto step = [&](const ForwardBatch& fb) {
-        return device ? e.ForwardSample(fb, sampling, &tokens)
-                      : e.ModelExecutor::ForwardSample(fb, sampling, &tokens);
-      };
-      for (int w = 0; w < 3; ++w) Check(step(step_batches[0]), "warm-up");
-      std::vector<double> t;
-      for (int s = 0; s < std::min(steps, 16); ++s) {
-        auto a = Clock::now();
-        Check(step(step_batches[s]), "serving step");
-        t.push_back(Seconds(a));
-      }
-      return Median(t);
-    };
-    const double serve_device = serve(true);
-    const double serve_host = serve(false);
-    const double graph = run(true, rows_default);
-    if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
-    auto attn = e.TimeAttentionOnly(20);
-    auto gemm = e.TimeGemmsOnly(20);
-    const double bytes = e.weight_bytes() + B * (ctx + 1) * kv_bytes_per_token;
-    const double flops = 2.0 * params * B;
-    const double floor_s =
-        std::max(bytes / (absl::GetFlag(FLAGS_copy_gbps) * 1e9),
-                 flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
-    rows.push_back({B, graph * 1e3, eager * 1e3, B / graph,
-                    attn.ok() ? *attn * 1e3 : -1, gemm.ok() ? *gemm * 1e3 : -1,
-                    floor_s * 1e3, vendor * 1e3, streaming * 1e3,
-                    serve_device * 1e3, serve_host * 1e3});
-  }
+  for (int B : batches) rows.push_back(MeasureBatch(e, B, d));
 
-  // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached.
-  const int64_t base = int64_t{max_b} * stride + 64;
-  auto prefill = [&](int64_t slot0, int cached, int total) {
-    ForwardBatch b;
-    for (int i = cached; i < total; ++i) {
-      b.input_ids.push_back(Token(777 + i, c.vocab_size));
-      b.positions.push_back(i);
-      b.out_cache_loc.push_back(slot0 + i);
-    }
-    for (int i = 0; i < cached; ++i) b.kv_indices.push_back(slot0 + i);
-    b.qo_indptr = {0, total - cached};
-    b.kv_indptr = {0, cached};
-    std::vector<GpuSamplingParams> p(1);
-    std::vector<int32_t> t;
-    auto a = Clock::now();
-    Check(e.ForwardSample(b, p, &t), "ttft");
-    return Seconds(a);
-  };
+  // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached;
+  // the first run of each is a warm-up.
+  const int64_t base = int64_t{max_b} * d.stride + 64;
   std::vector<double> cold, warm;
   for (int r = 0; r < 4; ++r) {
-    cold.push_back(prefill(base, 0, ttft_prompt));
-    warm.push_back(prefill(base, ttft_prefix, ttft_prompt));
+    cold.push_back(TimePrefill(e, base, 0, ttft_prompt));
+    warm.push_back(TimePrefill(e, base, ttft_prefix, ttft_prompt));
   }
   cold.erase(cold.begin());
   warm.erase(warm.begin());
 
-  // CPU backend for scale.
-  double cpu_decode_ms = -1, cpu_prefill_tok_s = -1;
-  if (absl::GetFlag(FLAGS_cpu)) {
-    CpuModelExecutorOptions co;
-    co.model_dir = dir;
-    co.kv_capacity_slots = 4 * stride;
-    co.num_threads = absl::GetFlag(FLAGS_cpu_threads);
-    auto cpu = CpuModelExecutor::Create(co);
-    Check(cpu.status(), "cpu create");
-    auto a = Clock::now();
-    PrefillContexts(**cpu, 1, ctx, stride, ctx);
-    cpu_prefill_tok_s = ctx / Seconds(a);
-    std::vector<double> t;
-    std::vector<float> logits;
-    for (int s = 0; s < 4; ++s) {
-      ForwardBatch b = DecodeBatch(1, ctx, stride, c.vocab_size, s);
-      auto a2 = Clock::now();
-      Check((*cpu)->Forward(b, &logits), "cpu decode");
-      t.push_back(Seconds(a2));
-    }
-    cpu_decode_ms = Median(t) * 1e3;
-  }
+  CpuNumbers cpu;
+  if (absl::GetFlag(FLAGS_cpu))
+    cpu = MeasureCpu(dir, ctx, d.stride, c.vocab_size);
 
-  std::printf(
-      "\nSUMMARY (bf16, page_size 16, context %d, H200; small-batch GEMM for "
-      "<= %d rows)\n",
-      ctx, o.small_batch_gemm_max_rows);
-  std::printf(
-      "| batch | step ms (graph) | step ms (eager) | output tok/s | "
-      "attention ms | GEMMs ms | attn %% | GEMM %% | launch ovh %% | "
-      "roofline floor ms | floor / step | graph ms, vendor GEMM | graph ms, "
-      "streaming GEMM |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const Row& r : rows) {
-    std::printf(
-        "| %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.0f | %.0f | %.0f "
-        "| %.3f | %.2f | %.3f | %.3f |\n",
-        r.b, r.graph_ms, r.eager_ms, r.tok_s, r.attn_ms, r.gemm_ms,
-        100 * r.attn_ms / r.graph_ms, 100 * r.gemm_ms / r.graph_ms,
-        100 * std::max(0.0, r.eager_ms - r.graph_ms) / r.eager_ms, r.floor_ms,
-        r.floor_ms / r.graph_ms, r.vendor_ms, r.streaming_ms);
-  }
-  std::printf(
-      "\nServing step (ForwardSample, temperature 0.7, top-k 50, top-p 0.9, "
-      "graphs)\n| batch | device sampling ms | host sampling ms (logits "
-      "copy + Sampler) | host / device |\n|---|---|---|---|\n");
-  for (const Row& r : rows) {
-    std::printf("| %d | %.3f | %.3f | %.2f |\n", r.b, r.serve_device_ms,
-                r.serve_host_ms, r.serve_host_ms / r.serve_device_ms);
-  }
+  PrintTables(rows, ctx, o.small_batch_gemm_max_rows);
   std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
               ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);
-  if (cpu_decode_ms > 0) {
+  if (cpu.decode_ms > 0) {
     std::printf(
         "CPU backend (fp32, %d threads): B=1 decode step %.1f ms "
         "(%.2f tok/s), prefill %.0f tok/s\n",
-        absl::GetFlag(FLAGS_cpu_threads), cpu_decode_ms, 1e3 / cpu_decode_ms,
-        cpu_prefill_tok_s);
+        absl::GetFlag(FLAGS_cpu_threads), cpu.decode_ms, 1e3 / cpu.decode_ms,
+        cpu.prefill_tok_s);
   }
   return 0;
 }

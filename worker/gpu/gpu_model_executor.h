@@ -3,41 +3,14 @@
 // the services run unchanged; CpuModelExecutor (worker/model/llama_model.h)
 // is the reference it is tested against.
 //
-// Per step (same math as CpuModelExecutor, HF LlamaDecoderLayer):
-//   copy_ops (cache-service copy-on-write pages)      copy_blocks
-//   x = embed[input_ids]                              gather, fp32 residual
-//   per layer:
-//     h = RMSNorm(x) w_in                             -> dtype
-//     qkv = h Wqkv^T                                  cuBLAS, fp32 out
-//     q,k = RoPE(qkv (+bias)); K,V -> pool slots      one fused kernel
-//     a = Extend / Decode attention                   worker/kernels/hip
-//                                                     (tensor cores) or the
-//                                                     generic kernel
-//     x += a Wo^T                                     cuBLAS beta = 1 (the
-//                                                     residual add is fused
-//                                                     into the GEMM)
-//     h = RMSNorm(x) w_post
-//     x += (silu(h Wg^T) * (h Wu^T)) Wd^T             cuBLAS, fused gate/up
-//   logits = RMSNorm(x[last rows]) lm_head^T          fp32 [R, vocab]
 // `dtype` (options) is the storage/compute type of weights, activations and
 // the KV pool: kF32 (exact checks against the golden data; GEMMs in fp32
 // without TF32, attention through the generic kernel) or kBF16/kF16
 // (serving; the tensor-core attention kernels for head_dim 64/128/256).
-// Accumulation is fp32 everywhere.
-//
-// Device memory: weights are uploaded once; a workspace sized for
-// max_tokens_per_step / max_batch_size (activations, split-KV temporaries,
-// metadata) is allocated once and reused by every step (no allocation per
-// step); the paged pool takes kv_capacity_slots, or kv_budget_bytes, or
-// memory_fraction of the free device memory left after weights and workspace
-// (like vLLM's gpu_memory_utilization, but of the free remainder).
-//
-// Decode steps run as CUDA/HIP graphs: the batch is padded to a bucket
-// (1, 2, 4, ..., max_batch_size; padded rows are 0-length sequences whose
-// K/V writes are skipped) and the context to a power-of-two bucket, the
-// step's metadata is copied into persistent device buffers, and the graph
-// captured for that (batch bucket, context bucket, output mode) replays. The
-// first step of a bucket runs eagerly (warm-up), the second captures.
+// Weights, workspace and pool are allocated once in Create; a step
+// allocates no device memory. Decode steps run as CUDA/HIP graphs keyed by
+// (batch bucket, context bucket, output) (decode_graphs.h); the kernel
+// sequence of a step is described in gpu_forward.h.
 //
 // Not thread-safe: one Forward at a time (like every ModelExecutor).
 #ifndef RADIXKV_WORKER_GPU_GPU_MODEL_EXECUTOR_H_
@@ -58,6 +31,10 @@
 
 namespace radixkv::worker {
 
+namespace gpu {
+enum class StepOutput : int;  // step_metadata.h
+}  // namespace gpu
+
 struct GpuModelExecutorOptions {
   // Hugging Face checkpoint directory (config.json + safetensors).
   std::string model_dir;
@@ -71,7 +48,8 @@ struct GpuModelExecutorOptions {
   // ... else this many bytes (K+V, all layers) when > 0 ...
   int64_t kv_budget_bytes = 0;
   // ... else this fraction of the device memory still free after weights and
-  // workspace, in (0, 1].
+  // workspace (less 512 MiB of headroom), in (0, 1]; like vLLM's
+  // gpu_memory_utilization, but of the free remainder.
   double memory_fraction = 0.85;
   // Workspace capacity: tokens per step (prefill chunk), sequences per step,
   // logit rows per GEMM chunk (return_all_logits larger than this is chunked
@@ -195,7 +173,7 @@ class GpuModelExecutor final : public ModelExecutor {
  private:
   struct Impl;
   GpuModelExecutor() = default;
-  absl::Status Run(const ForwardBatch& batch, int mode,
+  absl::Status Run(const ForwardBatch& batch, gpu::StepOutput output,
                    absl::Span<const GpuSamplingParams> params,
                    std::vector<int32_t>* tokens, std::vector<float>* logits);
 
