@@ -18,6 +18,8 @@
 #include <sstream>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 #include "model/chat/chat_template.h"
 #include "nlohmann/json.hpp"
@@ -64,7 +66,9 @@ Json RenderCase(const Json& c, const RenderOptions& options) {
   if (text.ok()) {
     result["text"] = *text;
   } else {
-    result["error"] = text.status().ToString();
+    result["error"] =
+        absl::StrCat(absl::StatusCodeToString(text.status().code()), ": ",
+                     text.status().message());
   }
   return result;
 }
