@@ -23,6 +23,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTDATA = os.path.join(HERE, "testdata")
+# The conversations the feature snippets (testdata/feature_templates.json)
+# are rendered with.
+FEATURE_SCENARIOS = ("multi_turn", "tool_calls")
 
 
 def find_render_binary(explicit):
@@ -50,20 +53,24 @@ def load_corpus():
             templates[name] = f.read()
     with open(os.path.join(TESTDATA, "conversations.json"), encoding="utf-8") as f:
         conversations = json.load(f)
+    with open(os.path.join(TESTDATA, "feature_templates.json"), encoding="utf-8") as f:
+        features = json.load(f)
     with open(os.path.join(TESTDATA, "refused_templates.json"), encoding="utf-8") as f:
         refused = json.load(f)
-    return templates, conversations, refused
+    return templates, features, conversations, refused
 
 
-def build_cases(templates, conversations):
+def build_cases(templates, conversations, scenario_names=None):
     keys, cases = [], []
     for name, source in templates.items():
         for scenario in conversations["scenarios"]:
+            if scenario_names is not None and scenario["name"] not in scenario_names:
+                continue
             case = {k: v for k, v in scenario.items() if k != "name"}
             case["template"] = source
             cases.append(case)
             keys.append((name, scenario["name"]))
-    return keys, {"now": conversations["now"], "cases": cases}
+    return keys, cases
 
 
 def run(command, cases_path):
@@ -94,8 +101,12 @@ def main():
     parser.add_argument("--render", help="path of the chat_template_render binary")
     parser.add_argument("--keep", help="directory to keep the case and result files in")
     args = parser.parse_args()
-    templates, conversations, refused = load_corpus()
-    keys, spec = build_cases(templates, conversations)
+    templates, features, conversations, refused = load_corpus()
+    keys, cases = build_cases(templates, conversations)
+    feature_keys, feature_cases = build_cases(
+        {"feature:" + k: v for k, v in features.items()}, conversations, FEATURE_SCENARIOS)
+    keys += feature_keys
+    spec = {"now": conversations["now"], "cases": cases + feature_cases}
     workdir = args.keep or tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
     os.makedirs(workdir, exist_ok=True)
     cases_path = os.path.join(workdir, "cases.json")
@@ -124,8 +135,10 @@ def main():
     refusing = sorted(n for n, s in per_template.items() if s["refused"] and not s["differ"])
     agreeing = len(per_template) - len(differing) - len(refusing)
     renders = len(keys)
-    print("\n%d templates x %d conversations = %d renders" %
-          (len(per_template), len(conversations["scenarios"]), renders))
+    corpus = [n for n in per_template if not n.startswith("feature:")]
+    print("\ncorpus: %d templates x %d conversations; feature snippets: %d x %d; %d renders" %
+          (len(corpus), len(conversations["scenarios"]), len(per_template) - len(corpus),
+           len(FEATURE_SCENARIOS), renders))
     print("templates: %d agree on every render (identical text or both fail), %d refused "
           "by name %s, %d differ %s" % (agreeing, len(refusing), refusing, len(differing),
                                        differing))

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
+#include "model/chat/name_check.h"
 #include "model/chat/parser_impl.h"
 #include "model/chat/status_macros.h"
 #include "model/chat/str_cat.h"
@@ -518,7 +519,10 @@ absl::StatusOr<TemplateAst> ParseTemplate(std::vector<Token> tokens) {
   if (tokens.empty() || tokens.back().kind != TokenKind::kEof) {
     return absl::InvalidArgumentError("token stream must end with kEof");
   }
-  return parser_internal::Parser(std::move(tokens)).ParseTemplate();
+  CHAT_ASSIGN_OR_RETURN(
+      TemplateAst ast, parser_internal::Parser(std::move(tokens)).ParseTemplate());
+  CHAT_RETURN_IF_ERROR(CheckFilterAndTestNames(ast));
+  return ast;
 }
 
 }  // namespace radixkv::model::chat

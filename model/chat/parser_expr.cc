@@ -2,8 +2,6 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "model/chat/filters.h"
-#include "model/chat/jinja_tests.h"
 #include "model/chat/parser_impl.h"
 #include "model/chat/status_macros.h"
 #include "model/chat/str_cat.h"
@@ -512,14 +510,6 @@ absl::StatusOr<ExprPtr> Parser::ParseFilterChain(ExprPtr input,
     start_inline = false;
     const SourcePos pos = Current().pos;
     CHAT_ASSIGN_OR_RETURN(std::string name, ParseDottedName("filter"));
-    switch (FilterStatus(name)) {
-      case BuiltinStatus::kUnknown:
-        return ErrorAt(pos, Cat("No filter named '", name, "'"));
-      case BuiltinStatus::kRefused:
-        return ErrorAt(pos, Cat("the '", name, "' filter is not supported"));
-      case BuiltinStatus::kSupported:
-        break;
-    }
     ExprPtr e = MakeExpr(ExprKind::kFilter, pos);
     e->name = std::move(name);
     e->children.push_back(std::move(input));
@@ -533,16 +523,7 @@ absl::StatusOr<ExprPtr> Parser::ParseTest(ExprPtr node) {
   const SourcePos pos = Current().pos;
   Advance();  // is
   const bool negated = SkipName("not");
-  const SourcePos name_pos = Current().pos;
   CHAT_ASSIGN_OR_RETURN(std::string name, ParseDottedName("test"));
-  switch (TestStatus(name)) {
-    case BuiltinStatus::kUnknown:
-      return ErrorAt(name_pos, Cat("No test named '", name, "'"));
-    case BuiltinStatus::kRefused:
-      return ErrorAt(name_pos, Cat("the '", name, "' test is not supported"));
-    case BuiltinStatus::kSupported:
-      break;
-  }
   ExprPtr e = MakeExpr(ExprKind::kTest, pos);
   e->name = std::move(name);
   e->children.push_back(std::move(node));
