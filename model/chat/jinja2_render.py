@@ -57,7 +57,7 @@ def make_environment(now):
     return env
 
 
-def render(env, case):
+def render(env, case, compiled):
     kwargs = {
         "messages": case.get("messages", []),
         "tools": case.get("tools"),
@@ -69,7 +69,10 @@ def render(env, case):
             kwargs[token] = case[token]
     kwargs.update(case.get("extra", {}))
     try:
-        text = env.from_string(case["template"]).render(**kwargs)
+        source = case["template"]
+        if source not in compiled:
+            compiled[source] = env.from_string(source)
+        text = compiled[source].render(**kwargs)
         return {"ok": True, "text": text}
     except Exception as e:  # any jinja2 or Python error is a render failure
         return {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
@@ -80,7 +83,10 @@ def main():
         spec = json.load(f)
     now = datetime.datetime.strptime(spec["now"], "%Y-%m-%dT%H:%M:%S.%f")
     env = make_environment(now)
-    results = [render(env, case) for case in spec["cases"]]
+    compiled = {}  # source -> jinja2 Template, compiled once
+    results = []
+    for case in spec["cases"]:
+        results.append(render(env, case, compiled))
     json.dump(results, sys.stdout, ensure_ascii=True)
     sys.stdout.write("\n")
 

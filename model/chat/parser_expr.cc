@@ -486,7 +486,7 @@ absl::Status Parser::ParseCallArgs(Expr* call) {
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseCall(ExprPtr callee) {
-  ExprPtr e = MakeExpr(ExprKind::kCall, Current().pos);
+  ExprPtr e = MakeExpr(ExprKind::kCall, callee->pos);
   e->children.push_back(std::move(callee));
   CHAT_RETURN_IF_ERROR(ParseCallArgs(e.get()));
   return e;
