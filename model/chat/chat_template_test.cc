@@ -32,8 +32,9 @@ TEST(ChatTemplateTest, InputsFollowTransformers) {
       "{{ eos_token }} {{ enable_thinking }} {{ z }} {{ z[1]|tojson }}",
       in);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(*out, "True True False <|end|> False [1, {'b': 2, 'a': 1}] "
-                  "{\"b\": 2, \"a\": 1}");
+  EXPECT_EQ(*out,
+            "True True False <|end|> False [1, {'b': 2, 'a': 1}] "
+            "{\"b\": 2, \"a\": 1}");
   in.tools = nlohmann::ordered_json::parse(R"([{"type": "function"}])");
   EXPECT_EQ(RenderSource("{{ tools|length }}", in).value(), "1");
 }
@@ -60,10 +61,11 @@ TEST(ChatTemplateTest, BadInputsAreInvalidArgument) {
 TEST(ChatTemplateTest, ParseRejectsBadSources) {
   EXPECT_EQ(ChatTemplate::Parse("{{ '\xff' }}").status().message(),
             "chat template is not valid UTF-8");
-  EXPECT_EQ(ChatTemplate::Parse(std::string(ChatTemplate::kMaxSourceBytes + 1, 'x'))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ChatTemplate::Parse(std::string(ChatTemplate::kMaxSourceBytes + 1, 'x'))
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChatTemplateTest, RaiseExceptionCarriesTheMessageAndPosition) {
@@ -107,8 +109,9 @@ TEST(ChatTemplateTest, LimitsBoundHostileTemplates) {
                       "{% endfor %}{% endfor %}",
                       small),
             kExhausted);
-  EXPECT_EQ(CodeUnder("{% for i in range(1000) %}0123456789{% endfor %}", small),
-            kExhausted);
+  EXPECT_EQ(
+      CodeUnder("{% for i in range(1000) %}0123456789{% endfor %}", small),
+      kExhausted);
   EXPECT_EQ(CodeUnder("{% set ns = namespace(s='x') %}{% for i in range(64) %}"
                       "{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
                       small),
@@ -127,8 +130,9 @@ TEST(ChatTemplateTest, LimitsBoundHostileTemplates) {
 }
 
 TEST(ChatTemplateTest, DeepOrCyclicValuesFailWithoutCrashing) {
-  EXPECT_FALSE(RenderSource("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}")
-                   .ok());
+  EXPECT_FALSE(
+      RenderSource("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}")
+          .ok());
   const std::string nest =
       "{% set ns = namespace(l=[]) %}{% for i in range(2000) %}"
       "{% set ns.l = [ns.l] %}{% endfor %}";
@@ -157,7 +161,8 @@ TEST(ChatTemplateTest, ConcurrentRendersShareOneParsedTemplate) {
   for (int k = 0; k < 4; ++k) {
     threads.emplace_back([&, k] {
       for (int i = 0; i < 200; ++i) {
-        absl::StatusOr<std::string> out = t->Render(DefaultInputs(), FixedClockOptions());
+        absl::StatusOr<std::string> out =
+            t->Render(DefaultInputs(), FixedClockOptions());
         matches[k] += out.ok() && *out == expected;
       }
     });
@@ -169,9 +174,9 @@ TEST(ChatTemplateTest, ConcurrentRendersShareOneParsedTemplate) {
 std::vector<std::string> CorpusTemplates() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* ws = std::getenv("TEST_WORKSPACE");
-  const std::string dir =
-      std::string(srcdir != nullptr ? srcdir : ".") + "/" +
-      (ws != nullptr ? ws : "") + "/model/chat/testdata/templates";
+  const std::string dir = std::string(srcdir != nullptr ? srcdir : ".") + "/" +
+                          (ws != nullptr ? ws : "") +
+                          "/model/chat/testdata/templates";
   std::vector<std::string> sources;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return sources;
@@ -209,9 +214,15 @@ TEST(ChatTemplateTest, MutatedTemplatesNeverCrash) {
     for (int e = 0; e < edits && !s.empty(); ++e) {
       const size_t at = rng() % s.size();
       switch (rng() % 3) {
-        case 0: s.erase(at, 1 + rng() % 8); break;
-        case 1: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        default: s[at] = alphabet[rng() % alphabet.size()]; break;
+        case 0:
+          s.erase(at, 1 + rng() % 8);
+          break;
+        case 1:
+          s.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        default:
+          s[at] = alphabet[rng() % alphabet.size()];
+          break;
       }
     }
     absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(s);

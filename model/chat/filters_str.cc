@@ -484,7 +484,7 @@ absl::StatusOr<Value> ToJson(Interpreter& interp, const Value& input,
   } else if (!a[1].is_none()) {
     return TypeError("tojson indent must be None, an int or a str");
   }
-  if (options.indent.has_value()) options.item_separator = ",";
+  if (options.indent.has_value()) options.item_separator.assign(1, ',');
   if (!a[2].is_none()) {
     CHAT_ASSIGN_OR_RETURN(std::vector<Value> seps, PyIterate(interp, a[2]));
     if (seps.size() != 2 || !seps[0].is_string() || !seps[1].is_string()) {

@@ -92,6 +92,8 @@ class Interpreter {
                                const ScopePtr& scope);
   absl::StatusOr<Flow> ExecWith(const WithStmt& stmt, const ScopePtr& scope);
   absl::Status Assign(const Target& target, Value value, Scope& scope);
+  // Binds a macro call's arguments into the macro's scope.
+  absl::Status BindMacroArgs(const MacroDef& def, CallArgs& args, Scope& scope);
   absl::Status Emit(std::string_view text);
   // Runs `body` in a child scope of `parent` and returns its output.
   absl::StatusOr<std::string> Capture(const Body& body, const ScopePtr& parent);

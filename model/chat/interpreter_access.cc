@@ -142,6 +142,77 @@ absl::StatusOr<bool> Interpreter::ApplyTest(std::string_view name,
   return fn(*this, input, args);
 }
 
+namespace {
+
+// Removes and returns the keyword argument `name`.
+std::optional<Value> TakeKeyword(CallArgs& args, std::string_view name) {
+  for (auto it = args.keyword.begin(); it != args.keyword.end(); ++it) {
+    if (it->first == name) {
+      Value v = std::move(it->second);
+      args.keyword.erase(it);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+// jinja2's Macro.__call__ after the named parameters are bound: `caller`,
+// `kwargs` and `varargs` when the body reads them, errors for leftovers.
+absl::Status BindSpecialNames(const MacroDef& def, CallArgs& args,
+                              Scope& scope) {
+  const bool caller_is_param = std::find(def.params.begin(), def.params.end(),
+                                         "caller") != def.params.end();
+  if (def.uses_caller && !caller_is_param) {
+    std::optional<Value> caller = TakeKeyword(args, "caller");
+    scope.Set("caller", caller.has_value()
+                            ? std::move(*caller)
+                            : Value::Undefined("No caller defined"));
+  }
+  if (def.uses_kwargs) {
+    Value dict = Value::NewDict();
+    for (auto& [k, v] : args.keyword) dict.dict().SetString(k, std::move(v));
+    scope.Set("kwargs", std::move(dict));
+  } else if (!args.keyword.empty()) {
+    return absl::InvalidArgumentError(Cat("macro '", def.name,
+                                          "' takes no keyword argument '",
+                                          args.keyword.front().first, "'"));
+  }
+  if (def.uses_varargs) {
+    std::vector<Value> rest;
+    for (size_t i = def.params.size(); i < args.positional.size(); ++i) {
+      rest.push_back(args.positional[i]);
+    }
+    scope.Set("varargs", Value::Tuple(std::move(rest)));
+  } else if (args.positional.size() > def.params.size()) {
+    return absl::InvalidArgumentError(Cat("macro '", def.name,
+                                          "' takes not more than ",
+                                          def.params.size(), " argument(s)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Interpreter::BindMacroArgs(const MacroDef& def, CallArgs& args,
+                                        Scope& scope) {
+  for (size_t i = 0; i < def.params.size(); ++i) {
+    const std::string& param = def.params[i];
+    if (i < args.positional.size()) {
+      scope.Set(param, args.positional[i]);
+    } else if (std::optional<Value> kw = TakeKeyword(args, param)) {
+      scope.Set(param, std::move(*kw));
+    } else if (def.defaults[i] != nullptr) {
+      // Defaults are evaluated per call, seeing the parameters before them.
+      CHAT_ASSIGN_OR_RETURN(Value v, Eval(*def.defaults[i], scope));
+      scope.Set(param, std::move(v));
+    } else {
+      scope.Set(param, Value::Undefined(
+                           Cat("parameter '", param, "' was not provided")));
+    }
+  }
+  return BindSpecialNames(def, args, scope);
+}
+
 absl::StatusOr<Value> Interpreter::InvokeMacro(
     const MacroDef& def, const std::shared_ptr<Scope>& closure, CallArgs args) {
   if (call_depth_ >= limits_.max_call_depth) {
@@ -150,60 +221,7 @@ absl::StatusOr<Value> Interpreter::InvokeMacro(
             limits_.max_call_depth, ")"));
   }
   auto scope = std::make_shared<Scope>(closure);
-  auto& kwargs = args.keyword;
-  const auto take_kwarg =
-      [&kwargs](std::string_view name) -> std::optional<Value> {
-    for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
-      if (it->first == name) {
-        Value v = std::move(it->second);
-        kwargs.erase(it);
-        return v;
-      }
-    }
-    return std::nullopt;
-  };
-  for (size_t i = 0; i < def.params.size(); ++i) {
-    const std::string& param = def.params[i];
-    if (i < args.positional.size()) {
-      scope->Set(param, args.positional[i]);
-    } else if (std::optional<Value> kw = take_kwarg(param)) {
-      scope->Set(param, std::move(*kw));
-    } else if (def.defaults[i] != nullptr) {
-      CHAT_ASSIGN_OR_RETURN(Value v, Eval(*def.defaults[i], *scope));
-      scope->Set(param, std::move(v));
-    } else {
-      scope->Set(param, Value::Undefined(
-                            Cat("parameter '", param, "' was not provided")));
-    }
-  }
-  const bool caller_is_param = std::find(def.params.begin(), def.params.end(),
-                                         "caller") != def.params.end();
-  if (def.uses_caller && !caller_is_param) {
-    std::optional<Value> caller = take_kwarg("caller");
-    scope->Set("caller", caller.has_value()
-                             ? std::move(*caller)
-                             : Value::Undefined("No caller defined"));
-  }
-  if (def.uses_kwargs) {
-    Value dict = Value::NewDict();
-    for (auto& [k, v] : kwargs) dict.dict().SetString(k, std::move(v));
-    scope->Set("kwargs", std::move(dict));
-  } else if (!kwargs.empty()) {
-    return absl::InvalidArgumentError(Cat("macro '", def.name,
-                                          "' takes no keyword argument '",
-                                          kwargs.front().first, "'"));
-  }
-  if (def.uses_varargs) {
-    std::vector<Value> rest;
-    for (size_t i = def.params.size(); i < args.positional.size(); ++i) {
-      rest.push_back(args.positional[i]);
-    }
-    scope->Set("varargs", Value::Tuple(std::move(rest)));
-  } else if (args.positional.size() > def.params.size()) {
-    return absl::InvalidArgumentError(Cat("macro '", def.name,
-                                          "' takes not more than ",
-                                          def.params.size(), " argument(s)"));
-  }
+  CHAT_RETURN_IF_ERROR(BindMacroArgs(def, args, *scope));
   std::string buffer;
   std::string* saved = out_;
   out_ = &buffer;

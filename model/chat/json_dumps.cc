@@ -14,7 +14,7 @@ namespace radixkv::model::chat {
 namespace {
 
 void AppendUnicodeEscape(unsigned code, std::string* out) {
-  char buf[8];
+  char buf[16];
   std::snprintf(buf, sizeof(buf), "\\u%04x", code);
   out->append(buf);
 }

@@ -17,10 +17,11 @@ Value Obj(std::vector<std::pair<std::string, Value>> entries) {
 }
 
 TEST(JsonDumpsTest, CompactMatchesPythonJsonDumps) {
-  const Value v = Obj({{"b", Value::NewList({Value::Int(1), Value::Float(2.5),
-                                            Value::None(), Value::Bool(true)})},
-                       {"a", Value::String("é\"\n\x01\u2028")},
-                       {"c", Value::NewDict()}});
+  const Value v =
+      Obj({{"b", Value::NewList({Value::Int(1), Value::Float(2.5),
+                                 Value::None(), Value::Bool(true)})},
+           {"a", Value::String("é\"\n\x01\u2028")},
+           {"c", Value::NewDict()}});
   EXPECT_EQ(PyJsonDumps(v, {}, kMax).value(),
             "{\"b\": [1, 2.5, null, true], \"a\": \"é\\\"\\n\\u0001\u2028\", "
             "\"c\": {}}");
@@ -30,13 +31,14 @@ TEST(JsonDumpsTest, IndentUsesCommaSeparatorAndNewlines) {
   JsonDumpsOptions options;
   options.indent = "  ";
   options.item_separator = ",";
-  const Value v = Obj({{"b", Value::NewList({Value::Int(1),
-                                            Obj({{"x", Value::NewList({})}})})}});
+  const Value v = Obj(
+      {{"b",
+        Value::NewList({Value::Int(1), Obj({{"x", Value::NewList({})}})})}});
   EXPECT_EQ(PyJsonDumps(v, options, kMax).value(),
             "{\n  \"b\": [\n    1,\n    {\n      \"x\": []\n    }\n  ]\n}");
   options.indent = "";
-  EXPECT_EQ(PyJsonDumps(Value::NewList({Value::Int(1),
-                                        Value::NewList({Value::Int(2)})}),
+  EXPECT_EQ(PyJsonDumps(Value::NewList(
+                            {Value::Int(1), Value::NewList({Value::Int(2)})}),
                         options, kMax)
                 .value(),
             "[\n1,\n[\n2\n]\n]");
@@ -57,12 +59,12 @@ TEST(JsonDumpsTest, KeysNumbersAndSorting) {
   EXPECT_EQ(PyJsonDumps(d, {}, kMax).value(),
             "{\"1\": \"x\", \"null\": 2, \"1.5\": 4}");
   const double inf = std::numeric_limits<double>::infinity();
-  EXPECT_EQ(PyJsonDumps(Value::NewList({Value::Float(std::nan("")),
-                                        Value::Float(inf), Value::Float(-inf),
-                                        Value::Float(1e16)}),
-                        {}, kMax)
-                .value(),
-            "[NaN, Infinity, -Infinity, 1e+16]");
+  EXPECT_EQ(
+      PyJsonDumps(Value::NewList({Value::Float(std::nan("")), Value::Float(inf),
+                                  Value::Float(-inf), Value::Float(1e16)}),
+                  {}, kMax)
+          .value(),
+      "[NaN, Infinity, -Infinity, 1e+16]");
   JsonDumpsOptions sorted;
   sorted.sort_keys = true;
   sorted.item_separator = ",";
@@ -80,10 +82,9 @@ TEST(JsonDumpsTest, UnserializableValuesAreErrors) {
                 .status()
                 .message(),
             "Object of type generator is not JSON serializable");
-  EXPECT_EQ(PyJsonDumps(Value::String(std::string(100, 'x')), {}, 10)
-                .status()
-                .code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      PyJsonDumps(Value::String(std::string(100, 'x')), {}, 10).status().code(),
+      absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -72,8 +72,8 @@ TEST(LexerTest, TagTokensAndValues) {
   std::vector<std::string> texts;
   for (const Token& t : *tokens) texts.push_back(t.text);
   const std::vector<std::string> expected = {
-      "{{", "a", ".", "b", "[", "0", "]", "~", "x\ny", "//",
-      "2",  "**", "1.5e1", "!=", "0x1F", "}}", ""};
+      "{{", "a", ".",  "b",     "[",  "0",    "]",  "~", "x\ny",
+      "//", "2", "**", "1.5e1", "!=", "0x1F", "}}", ""};
   EXPECT_EQ(texts, expected);
   EXPECT_EQ((*tokens)[14].int_value, 31);
   EXPECT_DOUBLE_EQ((*tokens)[12].float_value, 15.0);
@@ -106,21 +106,27 @@ TEST(LexerTest, PositionsAreLineAndCodePointColumn) {
 }
 
 TEST(LexerTest, Errors) {
-  EXPECT_EQ(ErrorOf("{{ 'abc }}"), "line 1, column 4: unterminated string literal");
-  EXPECT_EQ(ErrorOf("{{ (1 }}"), "line 1, column 7: unexpected '}', expected ')'");
+  EXPECT_EQ(ErrorOf("{{ 'abc }}"),
+            "line 1, column 4: unterminated string literal");
+  EXPECT_EQ(ErrorOf("{{ (1 }}"),
+            "line 1, column 7: unexpected '}', expected ')'");
   EXPECT_EQ(ErrorOf("{{ 1 "),
             "line 1, column 1: unexpected end of template, expected end of "
             "print statement '}}'");
   EXPECT_EQ(ErrorOf("{{ ) }}"), "line 1, column 4: unexpected ')'");
-  EXPECT_EQ(ErrorOf("{{ (] }}"), "line 1, column 5: unexpected ']', expected ')'");
+  EXPECT_EQ(ErrorOf("{{ (] }}"),
+            "line 1, column 5: unexpected ']', expected ')'");
   EXPECT_EQ(ErrorOf("{{ $ }}"), "line 1, column 4: unexpected char '$'");
   EXPECT_EQ(ErrorOf("{# open"), "line 1, column 1: Missing end of comment tag");
-  EXPECT_EQ(ErrorOf("{% raw %}x"), "line 1, column 1: Missing end of raw directive");
+  EXPECT_EQ(ErrorOf("{% raw %}x"),
+            "line 1, column 1: Missing end of raw directive");
   EXPECT_EQ(ErrorOf("{{ café }}"),
             "line 1, column 7: non-ASCII identifiers are not supported");
-  EXPECT_EQ(ErrorOf("{{ 99999999999999999999 }}"),
-            "line 1, column 4: integer literal beyond 64 bits is not supported");
-  EXPECT_EQ(ErrorOf("{{ '\\x4' }}"), "line 1, column 4: truncated \\xXX escape");
+  EXPECT_EQ(
+      ErrorOf("{{ 99999999999999999999 }}"),
+      "line 1, column 4: integer literal beyond 64 bits is not supported");
+  EXPECT_EQ(ErrorOf("{{ '\\x4' }}"),
+            "line 1, column 4: truncated \\xXX escape");
   EXPECT_EQ(ErrorOf("{{ '\\N{DASH}' }}"),
             "line 1, column 4: \\N{...} escapes in string literals are not "
             "supported");

@@ -520,7 +520,8 @@ absl::StatusOr<TemplateAst> ParseTemplate(std::vector<Token> tokens) {
     return absl::InvalidArgumentError("token stream must end with kEof");
   }
   CHAT_ASSIGN_OR_RETURN(
-      TemplateAst ast, parser_internal::Parser(std::move(tokens)).ParseTemplate());
+      TemplateAst ast,
+      parser_internal::Parser(std::move(tokens)).ParseTemplate());
   CHAT_RETURN_IF_ERROR(CheckFilterAndTestNames(ast));
   return ast;
 }

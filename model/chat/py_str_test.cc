@@ -13,7 +13,10 @@ TEST(PyStrTest, SplitFamily) {
   EXPECT_EQ(PyRSplit("a b c ", std::nullopt, 1), (Strings{"a b", "c"}));
   EXPECT_EQ(PySplit("a,b,,c", std::string(","), 2), (Strings{"a", "b", ",c"}));
   EXPECT_EQ(PyRSplit("a,b,c", std::string(","), 1), (Strings{"a,b", "c"}));
-  EXPECT_EQ(PySplitLines("a\nb\r\nc\x0b" "d\x1c" "e\u2028f", false),
+  EXPECT_EQ(PySplitLines("a\nb\r\nc\x0b"
+                         "d\x1c"
+                         "e\u2028f",
+                         false),
             (Strings{"a", "b", "c", "d", "e", "f"}));
   EXPECT_EQ(PySplitLines("x\n", true), (Strings{"x\n"}));
 }

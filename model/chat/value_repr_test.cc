@@ -65,7 +65,8 @@ TEST(ValueReprTest, GeneratorsAndLimitsAreErrors) {
   const Value gen = Value::NewList({Value::Int(1)}, SequenceKind::kGenerator);
   EXPECT_EQ(ToPyStr(gen, kMax).status().code(),
             absl::StatusCode::kInvalidArgument);
-  const Value big = Value::NewList(std::vector<Value>(100, Value::String("xx")));
+  const Value big =
+      Value::NewList(std::vector<Value>(100, Value::String("xx")));
   EXPECT_EQ(ToPyStr(big, 64).status().code(),
             absl::StatusCode::kResourceExhausted);
   Value deep = Value::NewList({});
