@@ -50,4 +50,8 @@ void ExpectRender(const RenderCase& c) {
   }
 }
 
+void ExpectRenders(absl::Span<const RenderCase> cases) {
+  for (const RenderCase& c : cases) ExpectRender(c);
+}
+
 }  // namespace radixkv::model::chat::testing

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "model/chat/chat_template.h"
 
 namespace radixkv::model::chat::testing {
@@ -33,6 +34,9 @@ struct RenderCase {
 
 // Checks one row with gtest assertions.
 void ExpectRender(const RenderCase& c);
+
+// Checks every row of a table.
+void ExpectRenders(absl::Span<const RenderCase> cases);
 
 }  // namespace radixkv::model::chat::testing
 

@@ -7,7 +7,7 @@
 namespace radixkv::model::chat {
 namespace {
 
-using testing::ExpectRender;
+using testing::ExpectRenders;
 using testing::RenderCase;
 
 constexpr RenderCase kCases[] = {
@@ -82,9 +82,7 @@ constexpr RenderCase kCases[] = {
      R"j(Can only get item pairs from a mapping.)j"},
 };
 
-TEST(FiltersTest, RenderLikeJinja2) {
-  for (const RenderCase& c : kCases) ExpectRender(c);
-}
+TEST(FiltersTest, RenderLikeJinja2) { ExpectRenders(kCases); }
 
 }  // namespace
 }  // namespace radixkv::model::chat

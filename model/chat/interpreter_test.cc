@@ -8,7 +8,7 @@
 namespace radixkv::model::chat {
 namespace {
 
-using testing::ExpectRender;
+using testing::ExpectRenders;
 using testing::RenderCase;
 
 constexpr RenderCase kCases[] = {
@@ -86,9 +86,7 @@ constexpr RenderCase kCases[] = {
      R"j(object of type 'NoneType' has no len())j"},
 };
 
-TEST(InterpreterTest, RendersLikeJinja2) {
-  for (const RenderCase& c : kCases) ExpectRender(c);
-}
+TEST(InterpreterTest, RendersLikeJinja2) { ExpectRenders(kCases); }
 
 }  // namespace
 }  // namespace radixkv::model::chat
