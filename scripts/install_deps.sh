@@ -27,6 +27,8 @@ PACKAGES=(
   # worker: tokenizer, BLAS, JSON, logging
   libsentencepiece-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev
+  # chat templates: Unicode character properties and case mapping
+  libicu-dev
   # cross-language clients (tests, examples): run on /usr/bin/python3
   python3 python3-grpcio python3-grpc-tools
   # misc tools the scripts use
@@ -35,6 +37,8 @@ PACKAGES=(
 TEST_PACKAGES=(
   # deploy checks: a real Prometheus + promtool, Node.js for the manifest checks
   prometheus nodejs
+  # chat templates: jinja2 as the differential oracle of model/chat
+  python3-jinja2
   # GPU kernels: AMD gfx9 compile-only CI of worker/kernels/hip (ROCm 5.2 HIP,
   # clang 15; ~650 MB). NVIDIA builds use /usr/local/cuda/bin/nvcc.
   hipcc
