@@ -1,4 +1,4 @@
-// GPU backend benchmark (issue 8 "Performance"): on a random-weight
+// GPU backend benchmark (docs/perf.md "GPU model executor"): on a random-weight
 // checkpoint (make_random_checkpoint; default shape 16 layers, hidden 2048,
 // 32 heads, 8 KV heads, head_dim 64, vocab 32000, bf16):
 //   - decode throughput (output tokens/s, greedy sampling on the device,
@@ -8,8 +8,8 @@
 //     kernels (device events) as fractions of the graph step, launch
 //     overhead = eager step - graph step;
 //   - roofline floor of the step: (weight bytes + KV bytes read) / copy
-//     bandwidth vs GEMM FLOPs / peak (H200 ceilings measured in
-//     shared/notes/toolchain.md: 4.2 TB/s copy, ~700 TFLOP/s bf16 GEMM);
+//     bandwidth vs GEMM FLOPs / peak (defaults 4.2 TB/s copy, 700 TFLOP/s
+//     bf16 GEMM: an H200's ceilings, docs/perf.md "GPU kernels (H200)");
 //   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
 //     cached prefix;
 //   - optionally the CPU backend (fp32) for scale.

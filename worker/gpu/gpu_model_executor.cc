@@ -242,8 +242,8 @@ struct GpuModelExecutor::Impl {
   // decode step of shape `sh` over this executor's metadata and workspace:
   // Hq = config.num_attention_heads query heads, softmax scale sm_scale.
   // partition_size_option >= 0 fixes the split-KV partition (tokens; 0 = one
-  // pass, seed 1.4 v1), < 0 lets gpu::ChooseDecodePartitionSize pick it; a
-  // split whose workspace would exceed decode_ws_bytes falls back to 0.
+  // pass: v1, background.md §4.1), < 0 lets gpu::ChooseDecodePartitionSize
+  // pick it; a split whose workspace would exceed decode_ws_bytes gets 0.
   gpu::GpuDecodeArgs DecodeArgs(const Shape& sh, const ModelConfig& config,
                                 float sm_scale, int32_t partition_size_option) {
     gpu::GpuDecodeArgs a;
@@ -1017,7 +1017,7 @@ absl::StatusOr<double> TimeLoop(hipStream_t s, int iterations,
 }  // namespace
 
 absl::StatusOr<double> GpuModelExecutor::TimeAttentionOnly(int iterations) {
-  // Any scale times the same kernels; 1/sqrt(64), as before.
+  // Any scale times the same kernels; 1/sqrt(64), the benchmark's head_dim.
   constexpr float kTimingSmScale = 0.125f;
   Impl& m = *impl_;
   if (!m.have_last) return absl::FailedPreconditionError("no step yet");

@@ -1,6 +1,6 @@
 // Writes a random-weight LLaMA-style checkpoint in the Hugging Face format
 // (config.json in the transformers 5 form + model.safetensors) for GPU
-// benchmarks and tests, e.g. the issue 8 benchmark model:
+// benchmarks and tests, e.g. the model of docs/perf.md "GPU model executor":
 //
 //   make_random_checkpoint --out=/tmp/bench-llama --layers=16 --hidden=2048
 //       --heads=32 --kv_heads=8 --head_dim=64 --intermediate=5632

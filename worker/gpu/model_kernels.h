@@ -49,7 +49,7 @@ int LaunchRmsNorm(const float* x, const int32_t* row_index, const float* w,
 // writes q [T, Hq, D], k_out/v_out [T, Hkv, D] (optional; contiguous copies
 // for the extend kernel) in `act`, and K/V into the pool layer (k_cache,
 // v_cache with `geometry`, elements of `act`) at slot out_cache_loc[t]
-// (skipped when negative): reshape_and_cache fused with RoPE (seed 1.2).
+// (skipped when negative): vLLM's reshape_and_cache fused with RoPE.
 struct RopeCacheLaunch {
   const float* qkv = nullptr;
   const float* bias = nullptr;
@@ -91,12 +91,12 @@ int LaunchSiluAndMul(const float* gate_up, int32_t num_tokens, int32_t inter,
 
 // Generic paged attention (any head_dim <= 256 multiple of 32 / kWarpSize
 // lanes, any dtype incl. fp32), one warp per (query token, query head),
-// online softmax in fp32 with exp2 (seed 1.4). Query token i of sequence b
-// (new tokens qo_indptr[b]..qo_indptr[b+1]) attends to the prefix slots
-// kv_indices[kv_indptr[b]..kv_indptr[b+1]) and, when `causal_extend`, to the
-// new tokens' slots out_cache_loc[qo_indptr[b] .. qo_indptr[b] + i] (already
-// written to the pool). Decode passes causal_extend = false and the whole
-// context in kv_indices. q, out: [T, Hq, D] of `act`.
+// online softmax in fp32 with exp2 (background.md §4.4). Query token i of
+// sequence b (new tokens qo_indptr[b]..qo_indptr[b+1]) attends to the prefix
+// slots kv_indices[kv_indptr[b]..kv_indptr[b+1]) and, when `causal_extend`, to
+// the new tokens' slots out_cache_loc[qo_indptr[b] .. qo_indptr[b] + i]
+// (already written to the pool). Decode passes causal_extend = false and the
+// whole context in kv_indices. q, out: [T, Hq, D] of `act`.
 struct GenericAttentionLaunch {
   const void* q = nullptr;
   const int32_t* qo_indptr = nullptr;
