@@ -1,43 +1,15 @@
 // GpuModelExecutor: a LLaMA-family causal LM (LLaMA 2/3, Qwen2) on one GPU,
 // implementing ModelExecutor (worker/model_executor.h) so the scheduler and
 // the services run unchanged; CpuModelExecutor (worker/model/llama_model.h)
-// is the reference it is tested against.
+// is the reference it is tested against. The forward step, device memory
+// and decode graphs: docs/architecture.md "GPU model executor".
 //
-// Per step (same math as CpuModelExecutor, HF LlamaDecoderLayer):
-//   copy_ops (cache-service copy-on-write pages)      copy_blocks
-//   x = embed[input_ids]                              gather, fp32 residual
-//   per layer:
-//     h = RMSNorm(x) w_in                             -> dtype
-//     qkv = h Wqkv^T                                  cuBLAS, fp32 out
-//     q,k = RoPE(qkv (+bias)); K,V -> pool slots      one fused kernel
-//     a = Extend / Decode attention                   worker/kernels/hip
-//                                                     (tensor cores) or the
-//                                                     generic kernel
-//     x += a Wo^T                                     cuBLAS beta = 1 (the
-//                                                     residual add is fused
-//                                                     into the GEMM)
-//     h = RMSNorm(x) w_post
-//     x += (silu(h Wg^T) * (h Wu^T)) Wd^T             cuBLAS, fused gate/up
-//   logits = RMSNorm(x[last rows]) lm_head^T          fp32 [R, vocab]
 // `dtype` (options) is the storage/compute type of weights, activations and
 // the KV pool: kF32 (exact checks against the golden data; GEMMs in fp32
 // without TF32, attention through the generic kernel) or kBF16/kF16
 // (serving; the tensor-core attention kernels for head_dim 64/128/256).
-// Accumulation is fp32 everywhere.
-//
-// Device memory: weights are uploaded once; a workspace sized for
-// max_tokens_per_step / max_batch_size (activations, split-KV temporaries,
-// metadata) is allocated once and reused by every step (no allocation per
-// step); the paged pool takes kv_capacity_slots, or kv_budget_bytes, or
-// memory_fraction of the free device memory left after weights and workspace
-// (like vLLM's gpu_memory_utilization, but of the free remainder).
-//
-// Decode steps run as CUDA/HIP graphs: the batch is padded to a bucket
-// (1, 2, 4, ..., max_batch_size; padded rows are 0-length sequences whose
-// K/V writes are skipped) and the context to a power-of-two bucket, the
-// step's metadata is copied into persistent device buffers, and the graph
-// captured for that (batch bucket, context bucket, output mode) replays. The
-// first step of a bucket runs eagerly (warm-up), the second captures.
+// Accumulation is fp32 everywhere. Create allocates the weights, the pool
+// and one workspace that every step reuses (no buffer allocation per step).
 //
 // Not thread-safe: one Forward at a time (like every ModelExecutor).
 #ifndef RADIXKV_WORKER_GPU_GPU_MODEL_EXECUTOR_H_
@@ -95,7 +67,8 @@ struct GpuModelExecutorOptions {
   // GEMMs over at most this many rows (2-byte dtypes, K a multiple of 8) use
   // the weight-streaming kernel of model_kernels.h instead of the vendor
   // GEMM (decode steps of small batches); 0 = always the vendor GEMM, <= 16.
-  // Default 2 from the H200 sweep in docs/perf.md (faster at 1-2 rows,
+  // Default 2 from the H200 sweep in
+  // docs/perf/2026-11-29-gpu-model-executor-h200.md (faster at 1-2 rows,
   // slower from 4: every weight chunk re-reads `rows` activation chunks).
   int32_t small_batch_gemm_max_rows = 2;
   // CUDA/HIP device ordinal.
