@@ -1,6 +1,6 @@
-// GPU backend benchmark (docs/perf.md "GPU model executor"): on a random-weight
-// checkpoint (make_random_checkpoint; default shape 16 layers, hidden 2048,
-// 32 heads, 8 KV heads, head_dim 64, vocab 32000, bf16):
+// GPU backend benchmark (docs/perf.md "GPU model executor (H200)"): on a
+// random-weight checkpoint (make_random_checkpoint; default shape 16 layers,
+// hidden 2048, 32 heads, 8 KV heads, head_dim 64, vocab 32000, bf16):
 //   - decode throughput (output tokens/s, greedy sampling on the device,
 //     graphs on) at the given batch sizes with --context-token contexts, and
 //     the same step eagerly (graphs off);

@@ -1,6 +1,7 @@
 // Writes a random-weight LLaMA-style checkpoint in the Hugging Face format
 // (config.json in the transformers 5 form + model.safetensors) for GPU
-// benchmarks and tests, e.g. the model of docs/perf.md "GPU model executor":
+// benchmarks and tests, e.g. the benchmark model of docs/perf.md
+// "GPU model executor (H200)":
 //
 //   make_random_checkpoint --out=/tmp/bench-llama --layers=16 --hidden=2048
 //       --heads=32 --kv_heads=8 --head_dim=64 --intermediate=5632
