@@ -36,8 +36,9 @@ enum class CpuSchedulingClass {
   // CPU. Not what latency-critical threads sharing the cores want, though:
   // wake-up placement counts a CPU that runs only idle-class tasks as idle,
   // so a waking thread is queued there, and on the 2-core VM (kernel 6.18,
-  // HZ=250) it waited for the next tick, up to 4 ms (docs/perf.md, "Routing
-  // latency under load"); kNormal with nice 19 did not.
+  // HZ=250) it waited for the next tick, up to 4 ms
+  // (docs/perf/2026-11-29-routing-tail-latency.md); kNormal with nice 19 did
+  // not.
   kIdle,
 };
 
@@ -147,7 +148,7 @@ struct LocalClusterOptions {
   ChildCpuPriority worker_priority;
   // The cache service's --eviction_policy (cache_service/eviction_policy.h).
   // reuse_lru: finished requests' unique tails go before reused prefixes
-  // (docs/perf.md, "Two workers and the 2x target").
+  // (docs/perf/2026-11-29-two-workers-2x-target.md).
   std::string eviction_policy = "reuse_lru";
   // Extra flags per process (after the launcher's own, so they win).
   std::vector<std::string> cache_service_args;

@@ -75,7 +75,7 @@ TEST(PickFreePortsTest, PortsOfOnePickAreDistinct) {
 }
 
 // A second cluster on a --base_port whose ports are taken must not start
-// anything: its cache service used to open the first cluster's Redis journal
+// anything: its cache service would open the first cluster's Redis journal
 // (fencing the first cache service) while its health checks were answered
 // by the first cluster's processes.
 TEST(LocalClusterTest, TakenBasePortFailsBeforeStartingAnything) {

@@ -6,10 +6,10 @@
 //   cache_aware  (default) scores each worker by the prefill tokens it would
 //                compute (prompt - hit) and its outstanding load, with a
 //                load-imbalance guard. The hit is the exact residency of the
-//                global radix tree (design brief, "one request" 2), or, when
-//                longer, the common prefix with a prompt this router has in
-//                flight on that worker or that finished there within
-//                `finished_affinity_grace` (in-flight affinity: a prefix
+//                global radix tree (docs/architecture.md "One request" 2),
+//                or, when longer, the common prefix with a prompt this
+//                router has in flight on that worker or that finished there
+//                within `finished_affinity_grace` (in-flight affinity: a prefix
 //                being computed there is committed when that request
 //                finishes, possibly just after its last chunk reached the
 //                client, so requests of one group or conversation keep
@@ -160,7 +160,7 @@ struct CacheAwareOptions {
   // outstanding load exceeds another's by 4H tokens (in practice the
   // imbalance guard decides first). With 1.0, load differences of a few
   // requests scattered shared prefixes onto both workers and duplicated
-  // them in memory (docs/perf.md, "load_weight").
+  // them in memory (docs/perf/2026-11-29-load-weight-ab.md).
   double load_weight = 0.25;
   int64_t balance_abs_tokens = 1024;
   double balance_rel_ratio = 2.0;

@@ -2,7 +2,8 @@
 """Idealized model of prefix hit rates under cache_aware vs round_robin.
 
 Why does cache_aware's prefix hit rate stay near, not above, 2x round_robin's
-with two workers (docs/perf.md, "Where cache_aware reaches 2x round_robin")?
+with two workers (docs/perf/2026-11-29-placement-sweep-2x.md and
+docs/perf/2026-11-29-two-workers-2x-target.md)?
 This model removes everything but placement and eviction: no load guard, no
 concurrency, no preemption. cache_aware is idealized as a perfectly balanced
 static split (group or conversation i lives on worker i % 2, always found);

@@ -1,6 +1,6 @@
 // WorkloadRunner: drives a router with concurrent streaming clients over a
-// Workload and measures what the issue asks for: throughput (requests/s,
-// output tokens/s), time to first token and time per output token
+// Workload and measures what the main job reports (docs/perf.md): throughput
+// (requests/s, output tokens/s), time to first token and time per output token
 // (p50/p90/p99), prefix hit rate (reused / prompt tokens, from each
 // response's Usage), prefill tokens computed, per-worker share, errors, and
 // the router's routing latency (from its /metrics histogram). Runs can be

@@ -4,8 +4,8 @@
 // comparison side by side (plus optional CSV/JSON files).
 //
 // Default sizes are scaled for the embedded 3M-parameter model on a 2-core
-// CPU so that the main job finishes in minutes; the issue's SGLang-derived
-// sizes are flags (see --help and docs/perf.md).
+// CPU so that the main job finishes in minutes; SGLang's benchmark sizes are
+// flags (see --help and docs/perf.md).
 #include <signal.h>
 
 #include <cstdio>
@@ -61,20 +61,20 @@ ABSL_FLAG(std::string, corpus_files,
           "Apache-2.0,/usr/share/common-licenses/MPL-2.0,/usr/share/"
           "common-licenses/Artistic",
           "Texts sliced into system prompts, questions and user messages.");
-// shared-prefix (issue defaults, from SGLang's generated-shared-prefix
-// benchmark: 64 x 16, 2048, 128, 256).
+// shared-prefix (SGLang's generated-shared-prefix benchmark: 64 x 16, 2048,
+// 128, 256).
 ABSL_FLAG(int, sp_groups, 12,
-          "shared-prefix: groups (issue: 64). 12 x (1 + 384) system tokens = "
+          "shared-prefix: groups (SGLang: 64). 12 x (1 + 384) system tokens = "
           "4,620 tokens: 1.5 of the main job's 3,072-token KV pools, so two "
           "workers hold every group only when placement partitions them.");
 ABSL_FLAG(int, sp_prompts_per_group, 16,
-          "shared-prefix: prompts per group (issue: 16).");
+          "shared-prefix: prompts per group (SGLang: 16).");
 ABSL_FLAG(int, sp_system_tokens, 384,
-          "shared-prefix: system prompt tokens (issue: 2048).");
+          "shared-prefix: system prompt tokens (SGLang: 2048).");
 ABSL_FLAG(int, sp_question_tokens, 32,
-          "shared-prefix: question tokens (issue: 128).");
+          "shared-prefix: question tokens (SGLang: 128).");
 ABSL_FLAG(int, sp_output_tokens, 16,
-          "shared-prefix: output tokens (issue: 256).");
+          "shared-prefix: output tokens (SGLang: 256).");
 // multi-turn
 ABSL_FLAG(int, mt_conversations, 16, "multi-turn: conversations.");
 ABSL_FLAG(int, mt_rounds, 5, "multi-turn: rounds per conversation.");
@@ -111,7 +111,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // Prefill with the cache on vs off, hit rates of cache_aware vs approx_tree
-// and round_robin, routing p99: the issue's performance targets.
+// and round_robin, routing p99: the main job's targets (docs/perf.md).
 std::string Checks(const std::vector<router::RunResult>& runs) {
   auto find = [&](const std::string& label) -> const router::RunResult* {
     for (const auto& r : runs) {
@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
       "radixkv workload report: router %s, %d concurrent streams, seed %u\n"
       "Sizes are scaled down so that the default comparison takes about a "
       "minute with the embedded\n3M-parameter model on 2 CPU cores (the "
-      "issue's shared-prefix defaults 64x16 groups, 2048-token\nsystem "
+      "SGLang benchmark's shared-prefix sizes 64x16 groups, 2048-token\nsystem "
       "prompts, 256 output tokens are flags: --sp_groups=64 "
       "--sp_prompts_per_group=16\n--sp_system_tokens=2048 ...; prompt + "
       "output must fit %d positions).\n%s; "

@@ -5,7 +5,7 @@
 // defined in exactly one place. Header-only; usable from host C++ and from
 // HIP/CUDA device code (no Abseil, no std containers).
 //
-// Terms (seed 1.2 "数据结构详解", 1.3 "寻址推导"):
+// Terms (docs/background.md §1.2, §1.5):
 //   page      a physical block of page_size consecutive token positions;
 //   slot      a token position in the pool: slot = page * page_size + offset,
 //             0 <= offset < page_size (the cache service hands out slots);
@@ -19,7 +19,7 @@
 //          offset = ((page*H + h)*B + off)*D + d
 //   kVllm  K [num_pages, H, D/x, B, x]
 //          offset = (((page*H + h)*(D/x) + d/x)*B + off)*x + d%x
-//          V [num_pages, H, D, B]          (seed 1.3 layout C)
+//          V [num_pages, H, D, B]          (vLLM's V layout)
 //          offset = ((page*H + h)*D + d)*B + off
 //
 // All offsets are int64_t: pools with more than 2^31 elements per layer are
@@ -33,8 +33,9 @@
 
 namespace radixkv::worker {
 
-// Memory layout of one layer's K and V tensors (seed 1.2-1.3). The numeric
-// values are stable (they may appear in configs and kernel launch arguments).
+// Memory layout of one layer's K and V tensors (background.md §1.5). The
+// numeric values are stable (they may appear in configs and kernel launch
+// arguments).
 enum class KvLayout : int {
   kBSHD = 0,  // [num_pages, page_size, num_kv_heads, head_dim]
   kBHSD = 1,  // [num_pages, num_kv_heads, page_size, head_dim]

@@ -8,8 +8,8 @@
 namespace radixkv::worker {
 namespace {
 
-// The offsets of seed 1.3 written out directly.
-TEST(KvCacheLayoutTest, OffsetsMatchSeedFormulas) {
+// The offsets of docs/background.md §1.5 written out directly.
+TEST(KvCacheLayoutTest, OffsetsMatchWrittenOutFormulas) {
   const int64_t B = 16, H = 4, D = 64;
   KvCacheGeometry g{10, 16, 4, 64, 2, KvLayout::kBSHD};
   const int64_t slot = 3 * B + 5, h = 2, d = 37, P = 3, off = 5;

@@ -1,9 +1,9 @@
 // KvPool: the physical paged KV cache of one worker, in host memory (CPU
 // backend). Per layer one K and one V tensor of KvCacheGeometry's layout,
 // elements of DType (fp32 / bf16 / fp16). Allocated once at start and kept for
-// the life of the worker (seed 1.2 "KV Cache 物理池": one-time allocation from
-// a memory budget). Which slot holds which token is decided by the cache
-// service, not here; the pool only owns bytes and the address arithmetic
+// the life of the worker (one-time allocation from a memory budget,
+// docs/background.md §1.2). Which slot holds which token is decided by the
+// cache service, not here; the pool only owns bytes and the address arithmetic
 // (worker/kv_cache_layout.h).
 //
 // Memory: one anonymous mapping, zero-filled lazily by the OS, backed by

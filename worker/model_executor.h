@@ -1,11 +1,12 @@
 // ModelExecutor: the interface between the continuous-batching scheduler and
-// a backend that runs a LLaMA-family model over the paged KV pool (CPU now,
-// GPU later). The scheduler builds a ForwardBatch from the cache service's
+// a backend that runs a LLaMA-family model over the paged KV pool (CPU:
+// worker/model/llama_model.h, GPU: worker/gpu/gpu_model_executor.h). The
+// scheduler builds a ForwardBatch from the cache service's
 // lease (kv_indices, copy ops) and its own slot assignments (out_cache_loc);
 // the executor runs the copies, writes the new tokens' K/V into the pool and
 // returns logits (Forward) or the sampled next tokens (ForwardSample). See
-// shared/notes/design-brief.md "One request" steps 3-4 and the SGLang extend
-// semantics in seed part 3.
+// docs/architecture.md "One request" steps 3-4 and the extend semantics of
+// docs/background.md §3.
 #ifndef RADIXKV_WORKER_MODEL_EXECUTOR_H_
 #define RADIXKV_WORKER_MODEL_EXECUTOR_H_
 

@@ -2,8 +2,8 @@
 //
 // Header-only and usable from host C++ and from HIP/CUDA device code
 // (nvcc/hipcc): no Abseil, no std containers, only RADIXKV_HOST_DEVICE inline
-// functions. The pool stores K/V in one of three dtypes (issue 4 "Paged
-// pool"); every kernel converts to fp32 on load and accumulates in fp32.
+// functions. The pool stores K/V in one of three dtypes; every kernel
+// converts to fp32 on load and accumulates in fp32.
 //
 // Rounding: fp32 -> bf16 and fp32 -> fp16 round to nearest, ties to even
 // (IEEE 754 default); NaN stays NaN, overflow becomes +-inf, fp16 subnormals

@@ -790,7 +790,7 @@ class AdversarialInputTest(unittest.TestCase):
             worker_stream = None
             if p is self.workers["adv-w1"]:
                 # Something to drain, and a second SIGTERM during the drain:
-                # it used to land on an OpenBLAS thread of the worker and
+                # it must not land on an OpenBLAS thread of the worker and
                 # kill it by signal 15 (streams cut, no Deregister).
                 worker_stream = self.w1.Generate(request(
                     [1, 52, 53], max_new_tokens=400, ignore_eos=True),

@@ -229,9 +229,9 @@ class CacheServiceRpcTest(unittest.TestCase):
         self.assertIn("recovered state from redis", again.output())
 
     def test_second_instance_on_a_taken_port_leaves_the_journal_alone(self):
-        # Opening the Redis journal fences the cache service that owns it;
-        # a second instance started by mistake on the same port used to
-        # open it (fencing the first) and only then fail to bind.
+        # Opening the Redis journal fences the cache service that owns it,
+        # so a second instance started by mistake on the same port must
+        # fail to bind before it opens the journal.
         args = [self._start_redis(appendonly=False)]
         first = CacheService(args)
         self.addCleanup(first.kill)

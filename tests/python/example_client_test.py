@@ -102,8 +102,8 @@ class ExampleClientTest(unittest.TestCase):
             capture_output=True, text=True, timeout=60,
             env=dict(os.environ, TMPDIR=tmp))
         self.assertEqual(out.returncode, 0, out.stderr)
-        # The stubs generated at start are gone at exit (each run used to
-        # leave a radixkv_stubs_* folder behind).
+        # The stubs generated at start are gone at exit (no
+        # radixkv_stubs_* folder is left behind).
         self.assertEqual(os.listdir(tmp), [])
         os.rmdir(tmp)
         lines = out.stdout.strip().splitlines()

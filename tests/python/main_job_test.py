@@ -132,8 +132,8 @@ class MainJobTest(unittest.TestCase):
         self._assert_nothing_left(run_dir, out)
 
     def test_second_ctrl_c_kills_everything_at_once(self):
-        # A second Ctrl-C while the launcher stops the cluster used to be
-        # ignored; it now exits at once and the children die with it.
+        # A second Ctrl-C while the launcher stops the cluster makes it exit
+        # at once, and the children die with it.
         proc, run_dir = self._start_long_job("main_job_int2_")
         lines = []
         for line in proc.stdout:

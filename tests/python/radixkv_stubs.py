@@ -25,7 +25,7 @@ def generate(proto_root):
     """Compiles PROTO_FILES under proto_root; returns a namespace of modules."""
     out = tempfile.mkdtemp(prefix="radixkv_stubs_")
     # The modules are imported below; the files can go when the process
-    # ends (every client run and test used to leave one folder in /tmp).
+    # ends, so no client run or test leaves a folder in /tmp.
     atexit.register(shutil.rmtree, out, True)
     args = ["protoc", "-I" + proto_root, "--python_out=" + out,
             "--grpc_python_out=" + out] + PROTO_FILES

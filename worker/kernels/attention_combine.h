@@ -1,8 +1,9 @@
 // Combine of split-KV partial attention results (paged decode v2), shared by
 // the CPU kernels and the HIP kernels.
 //
-// Seed 1.4 "Combine Kernel 与在线 Softmax 重缩放推导": partition p of a
-// sequence's context produced, for one query head,
+// docs/background.md §4.3 (FlashInfer's merge_state, vLLM's
+// merge_attn_states): partition p of a sequence's context produced, for one
+// query head,
 //   m_p  the max logit over its tokens,
 //   l_p  = sum_t exp(S_t - m_p),
 //   O_p  = sum_t exp(S_t - m_p) V_t / l_p      (normalized partial output).
@@ -10,8 +11,8 @@
 //   O = sum_p w_p O_p,   w_p = l_p exp(m_p - M) / L.
 //
 // Units: logits here are in the BASE-2 domain, i.e. S_t = q.k_t * sm_scale *
-// log2(e), and every exp above is exp2 (seed 1.4 "为什么底层硬件采用 exp2":
-// log2(e) is folded into the scale once on the host). The natural-log LSE of
+// log2(e), and every exp above is exp2 (background.md §4.4: log2(e) is
+// folded into the scale once on the host). The natural-log LSE of
 // the full row is (M + log2 L) * ln 2.
 //
 // Empty partitions (no tokens) are encoded as m_p = -inf, l_p = 0 and get
@@ -32,7 +33,7 @@
 
 namespace radixkv::worker {
 
-// log2(e): multiply sm_scale by this to get base-2 logits (seed 1.4).
+// log2(e): multiply sm_scale by this to get base-2 logits (background.md §4.4).
 inline constexpr float kLog2e = 1.4426950408889634f;
 // ln(2): base-2 log-sum-exp times this is the natural log-sum-exp.
 inline constexpr float kLn2 = 0.6931471805599453f;
@@ -72,7 +73,7 @@ RADIXKV_HOST_DEVICE inline float CombineExpSum(const float* max_logits,
   return l;
 }
 
-// w_p = l_p * 2^(m_p - M) / L (seed 1.4); 0 when L == 0.
+// w_p = l_p * 2^(m_p - M) / L (background.md §4.3); 0 when L == 0.
 RADIXKV_HOST_DEVICE inline float CombineWeight(float max_logit, float exp_sum,
                                                float global_max,
                                                float global_exp_sum) {

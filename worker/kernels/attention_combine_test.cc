@@ -10,8 +10,8 @@ namespace radixkv::worker {
 namespace {
 
 // Splitting a row of logits into partitions and combining with
-// w_p = l_p 2^(m_p - M) / L (seed 1.4) equals the unsplit softmax; an empty
-// partition (m = -inf, l = 0, O = NaN garbage) contributes nothing.
+// w_p = l_p 2^(m_p - M) / L (background.md §4.3) equals the unsplit softmax; an
+// empty partition (m = -inf, l = 0, O = NaN garbage) contributes nothing.
 TEST(AttentionCombineTest, CombineEqualsUnsplitSoftmax) {
   std::mt19937_64 rng(1234);
   std::uniform_real_distribution<double> u(-4, 4);

@@ -1,4 +1,4 @@
-// CPU kernel throughput (issue 4 "Performance"): paged decode as GB/s of KV
+// CPU kernel throughput (docs/perf.md): paged decode as GB/s of KV
 // read, extend attention as GFLOP/s, against a large memcpy as the machine's
 // memory-bandwidth ceiling. Shapes are Llama-3-8B-like per layer: Hq 32,
 // Hkv 8 (GQA group 4), head_dim 128, page_size 16, bshd.

@@ -15,8 +15,8 @@ namespace radixkv::worker::testing {
 
 // Dense causal attention of one sequence in float64.
 //   q    [lq][hq][d]; k, v [lk][hkv][d]; query i sees key j iff
-//        j <= i + (lk - lq) (shifted causal mask, seed 3.2); query head h
-//        uses kv head h / (hq / hkv).
+//        j <= i + (lk - lq) (shifted causal mask, background.md §3.2); query
+//        head h uses kv head h / (hq / hkv).
 //   out  [lq][hq][d] resized and written; lse [lq][hq] natural log
 //        (-inf and out 0 for a row that sees no key).
 void ReferenceAttention(const std::vector<double>& q,

@@ -5,13 +5,13 @@
 // a block of query tokens for extend). For every tile of up to kTileTokens
 // keys it gathers K and V of that head from the pool ONCE, converting to fp32,
 // and all R rows consume it: the KV read per head is paid once for the whole
-// GQA group (seed 1.4 "GQA 融合展开").
+// GQA group (docs/background.md §4.5).
 //
 // Softmax is online (flash-attention style running max m, running sum l,
 // unnormalized accumulator) in the base-2 domain: the caller folds
-// sm_scale * log2(e) into Q once, and every exponential is exp2 (seed 1.4
-// "为什么底层硬件采用 exp2"). A final (m, l, acc) triple is exactly a split-KV
-// partition's (m_p, l_p, l_p * O_p) of seed 1.4.
+// sm_scale * log2(e) into Q once, and every exponential is exp2
+// (docs/background.md §4.4). A final (m, l, acc) triple is exactly a split-KV
+// partition's (m_p, l_p, l_p * O_p) of docs/background.md §4.2.
 #ifndef RADIXKV_WORKER_KERNELS_CPU_ATTENTION_TILE_H_
 #define RADIXKV_WORKER_KERNELS_CPU_ATTENTION_TILE_H_
 
@@ -94,7 +94,7 @@ inline constexpr int kPrefetchRowsAhead = 8;
 
 // Gathers one kv head's K (is_v false) or V (is_v true) rows for n tokens at
 // pool slots `slots` into out [n][head_dim] fp32. Layout handled through the
-// pool's one address function (worker/kv_cache_layout.h, seed 1.3).
+// pool's one address function (worker/kv_cache_layout.h, background.md §1.5).
 // slots[0 .. available) are valid (available >= n): rows up to
 // kPrefetchRowsAhead past the tile are prefetched while converting, so the
 // scattered page reads of the next tile are already in flight.

@@ -1,8 +1,8 @@
 // CopyBlocks: execute the cache service's page copy ops on the paged KV pool
-// (copy-on-write of a shared page, seed 1.2 "引用计数与写时复制"; vLLM's
+// (copy-on-write of a shared page, docs/background.md §1.4; vLLM's
 // copy_blocks kernel), extended to partial pages: a prefix match that ends
 // inside a page reuses that page's leading tokens by copying them into a
-// fresh page (design brief "token-granular reuse").
+// fresh page (token-granular reuse, docs/background.md §2.5).
 #ifndef RADIXKV_WORKER_KERNELS_CPU_COPY_BLOCKS_H_
 #define RADIXKV_WORKER_KERNELS_CPU_COPY_BLOCKS_H_
 

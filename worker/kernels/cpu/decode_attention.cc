@@ -89,7 +89,7 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
     return;
   }
 
-  // v2 (seed 1.4): split-KV. Partition p of sequence b covers context tokens
+  // v2 (background.md §4.2): split-KV. Partition p of sequence b covers
   // [p * ps, min((p + 1) * ps, len)); it writes max_logits / exp_sums /
   // tmp_out [B, Hq, P] (+ [D]) with P = max partitions over the batch.
   const int64_t ps = a.partition_size;
@@ -116,7 +116,7 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
           (b * Hq + static_cast<int64_t>(h) * group + r) * P + p;
       max_logits[idx] = s.st.m[r];
       exp_sums[idx] = s.st.l[r];
-      // Normalized partial output O_p = acc / l_p (seed 1.4).
+      // Normalized partial output O_p = acc / l_p (background.md §4.2).
       const float inv = s.st.l[r] > 0.0f ? 1.0f / s.st.l[r] : 0.0f;
       float* o = tmp_out.data() + idx * D;
       const float* acc = s.st.acc + static_cast<int64_t>(r) * D;

@@ -1,12 +1,12 @@
-// Paged decode attention on the CPU (vLLM PagedAttention; seed 1.4): one
-// query token per sequence against its whole context in the paged KV pool.
+// Paged decode attention on the CPU (vLLM PagedAttention; background.md §4):
+// one query token per sequence against its whole context in the paged KV pool.
 //   v1 (partition_size == 0): one online-softmax pass over the context.
 //   v2 (partition_size > 0): split-KV; the context is cut into partitions of
 //      partition_size tokens, each producing (m_p, l_p, O_p), then combined
 //      with w_p = l_p exp(m_p - M) / L (worker/kernels/attention_combine.h).
 // Softmax in the base-2 domain: sm_scale * log2(e) folded into Q once, exp2
-// everywhere (seed 1.4); fp32 accumulation.
-// GQA by KV head (seed 1.4 "GQA 融合展开"): a task owns (sequence, kv head[,
+// everywhere (background.md §4.4); fp32 accumulation.
+// GQA by KV head (background.md §4.5): a task owns (sequence, kv head[,
 // partition]) and each K/V tile is converted to fp32 once and reused by all
 // query heads of the group; query head h uses kv head h / (Hq / Hkv).
 #ifndef RADIXKV_WORKER_KERNELS_CPU_DECODE_ATTENTION_H_
@@ -44,13 +44,12 @@ struct DecodeAttentionArgs {
 void DecodeAttention(const KvPool& pool, int layer,
                      const DecodeAttentionArgs& args, CpuThreadPool* threads);
 
-// Adaptive partition size for DecodeAttention on `num_threads` threads (the
-// design brief's "adaptive partition size", after the Hygon port; seed 1.5
-// weighs 256 vs 512). v1 already has batch * num_kv_heads independent tasks;
-// split-KV only pays off when those are fewer than about two per thread and
-// the context is long. Returns 0 (v1) in that case, otherwise a multiple of
-// 64 tokens, at least 256, that cuts max_seq_len into enough partitions for
-// two tasks per thread.
+// Adaptive partition size for DecodeAttention on `num_threads` threads
+// (docs/background.md §4.6, §5.3). v1 already has batch * num_kv_heads
+// independent tasks; split-KV only pays off when those are fewer than about two
+// per thread and the context is long. Returns 0 (v1) in that case, otherwise a
+// multiple of 64 tokens, at least 256, that cuts max_seq_len into enough
+// partitions for two tasks per thread.
 int32_t ChooseDecodePartitionSize(int64_t batch, int32_t num_kv_heads,
                                   int64_t max_seq_len, int num_threads);
 

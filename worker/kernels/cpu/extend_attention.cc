@@ -19,8 +19,8 @@ using cpu_attention::kTileTokens;
 using cpu_attention::RowStates;
 
 // Query rows per task: a block of query tokens times the GQA group, about
-// this many rows so the tile loads are amortized over many rows (seed 3.4
-// BLOCK_M).
+// this many rows so the tile loads are amortized over many rows (BLOCK_M of
+// background.md §3.4).
 constexpr int kRowsPerTask = 64;
 
 [[noreturn]] void Fail(const char* what) {
@@ -103,7 +103,7 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
     const RowStates& st = buf.st;
     st.Reset(rows, D);
 
-    // Stage 1 (seed 3.4): prefix tiles from the pool, fully visible.
+    // Stage 1 (background.md §3.4): prefix tiles from the pool, fully visible.
     const int64_t* slots = a.kv_indices.data() + a.kv_indptr[task.seq];
     for (int64_t j0 = 0; j0 < lp; j0 += kTileTokens) {
       const int n = static_cast<int>(std::min<int64_t>(kTileTokens, lp - j0));

@@ -1,11 +1,13 @@
 // Extend attention on the CPU: prefill of new tokens on top of a cached
-// prefix held in the paged KV pool (SGLang's extend_attention; seed part 3).
+// prefix held in the paged KV pool (SGLang's extend_attention;
+// docs/background.md §3).
 //
 // For sequence b with prefix length Lp = kv_indptr[b+1] - kv_indptr[b] and
 // Le = qo_indptr[b+1] - qo_indptr[b] new tokens (Lk = Lp + Le, Lq = Le),
 // query i in [0, Le) attends to key j of the concatenation [prefix ; new]
-// iff j <= i + (Lk - Lq)  (seed 3.2 "平移因果掩码"): every prefix token and
-// the new tokens j' <= i. Computed in two stages (seed 3.4):
+// iff j <= i + (Lk - Lq)  (the shifted causal mask, background.md §3.2):
+// every prefix token and the new tokens j' <= i. Computed in two stages
+// (background.md §3.4):
 //   stage 1, prefix: K/V tiles gathered from the pool through
 //            kv_indices[kv_indptr[b] ..), no mask (the whole Lq x Lp block is
 //            visible);
@@ -13,9 +15,9 @@
 //            causal mask j' <= i inside the diagonal tile and early exit: a
 //            block of queries [i0, i1) stops at tile start >= i1.
 // Online softmax in the base-2 domain (sm_scale * log2(e) folded into Q once,
-// exp2 everywhere; seed 1.4), fp32 accumulation.
+// exp2 everywhere; background.md §4.4), fp32 accumulation.
 //
-// GQA by KV head (seed 1.4 "GQA 融合展开"): a task owns (sequence, kv head,
+// GQA by KV head (background.md §4.5): a task owns (sequence, kv head,
 // block of queries); each K/V tile is converted to fp32 once and reused by
 // all num_q_heads / num_kv_heads query heads of the group. Query head h uses
 // kv head h / (num_q_heads / num_kv_heads).

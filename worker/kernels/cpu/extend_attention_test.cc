@@ -230,8 +230,9 @@ TEST(ExtendAttentionTest, ThreadedEqualsInline) {
 }
 
 // qo_len 2, kv_len 3 (prefix 1): the mask rows are [1,1,0] and [1,1,1]
-// (seed 3.2, j <= i + (Lk - Lq)). Checked against softmaxes written out by
-// hand over exactly those keys, not through the reference's mask formula.
+// (background.md §3.2, j <= i + (Lk - Lq)). Checked against softmaxes written
+// out by hand over exactly those keys, not through the reference's mask
+// formula.
 TEST(ExtendAttentionTest, ShiftedCausalMaskTwoByThree) {
   const uint64_t seed = TestSeed("ExtendAttentionTest.Mask2x3");
   std::mt19937_64 rng(seed);

@@ -25,7 +25,7 @@ void WriteToken(const KvCacheGeometry& g, T* k_cache, T* v_cache,
       for (int32_t d = 0; d < D; ++d) v_dst[d] = FromFloat<T>(v_src[d]);
     } else {
       // K: runs of x contiguous dims, runs page_size * x apart.
-      // V: one element per dim, page_size apart (seed 1.3 layout C).
+      // V: one element per dim, page_size apart (vLLM's V, background.md §1.5).
       const int32_t x = g.vllm_x();
       const int64_t run_stride = static_cast<int64_t>(g.page_size) * x;
       T* k_dst = k_cache + g.KOffset(slot, h, 0);

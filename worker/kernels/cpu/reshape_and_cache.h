@@ -1,6 +1,6 @@
 // ReshapeAndCache: write the new tokens' K and V (fp32 activations) into
 // their slots of the paged KV pool, converting to the pool's dtype (round to
-// nearest even) and scattering into its layout (seed 1.2-1.3; vLLM's
+// nearest even) and scattering into its layout (background.md §1.5; vLLM's
 // reshape_and_cache kernel). Same semantics as the HIP kernel.
 #ifndef RADIXKV_WORKER_KERNELS_CPU_RESHAPE_AND_CACHE_H_
 #define RADIXKV_WORKER_KERNELS_CPU_RESHAPE_AND_CACHE_H_

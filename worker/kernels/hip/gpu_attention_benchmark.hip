@@ -10,9 +10,9 @@
 // Before each start event a ~40 us spin kernel is queued, so the GPU is busy
 // while the host enqueues the timed call: the events then bracket the call's
 // device time, not the host's launch latency (which serving hides by
-// queueing ahead and by graphs). --launch-in-timing drops the spin kernel
-// (the method of earlier runs: for a ~50 us call like decode B=1 x 32768 it
-// adds the first launch's host latency).
+// queueing ahead and by graphs). --launch-in-timing drops the spin kernel,
+// which puts the first launch's host latency into the clock (a few us: it
+// matters only for ~50 us calls like decode B=1 x 32768).
 // Shapes: bf16, Hq 32, Hkv 8, head_dim 128, bshd pool, random page order.
 // NVIDIA only (cuBLAS); Bazel target
 // //worker/kernels/hip:gpu_attention_benchmark (the serving kernels plus the

@@ -813,7 +813,7 @@ int Main(const Options& opt) {
     }
   }
 
-  // 4. Issue 6 extras.
+  // 4. Edge cases: many sequences, empty ones, a 1-token last partition.
   for (KernelPath path : paths) {
     const std::string pn = PathName(path);
     {  // 33 sequences, random non-contiguous block table, one empty sequence,

@@ -6,7 +6,7 @@
 //     this header includes the HIP headers and adds nothing but the
 //     project-named warp wrappers below.
 //   * nvcc (CUDA 13) for NVIDIA (warp 32): Debian's HIP-on-NVIDIA headers do
-//     not compile against CUDA 13 (shared/notes/toolchain.md), so this header
+//     not compile against CUDA 13, so this header
 //     maps the handful of HIP runtime names the kernels and their host code use
 //     onto the CUDA runtime.
 //
