@@ -26,29 +26,28 @@
 // the snapshot cost stays amortized O(1) per journaled byte however large
 // the state grows. It is taken in the background (ForkedSnapshotter,
 // forked_snapshot.h): fork() under the mutex (the only stall, ~1 ms at 1M
-// cached tokens instead of the ~40-60 ms of Serialize(), docs/perf.md), the
-// child serializes its copy-on-write view, and the journal commits it and
-// trims exactly the records it covers (RedisJournal::WriteSnapshot), so
-// Redis always holds snapshot + the acknowledged entries after it. The
-// start-up/repair snapshot is synchronous (AppendSnapshot: replaces the
-// whole journal).
-// Start-up: Restore(snapshot) + replay of the journal with the recorded
-// times (CacheState is deterministic in its inputs), CheckInvariants(), then
-// a fresh snapshot. If a journal write fails, the service answers
-// UNAVAILABLE to everything (the in-memory state may be ahead of Redis) until
-// the background sweep reconnects and rebuilds the state from Redis. A
-// change answered with UNAVAILABLE is not applied even when Redis stored its
-// entry after the timeout (a stalled Redis executing a buffered pipeline):
-// every journal entry has a sequence number, the journal remembers those
-// whose write failed, and RedisJournal::Reconnect() removes them from Redis
-// and takes a new fencing token in one atomic script before the rebuild
-// replays the journal (redis_journal.h). Remaining window (write-ahead-log
-// semantics): if this process is killed after Redis stored an entry but
-// before the client got its answer, or before the reconnect removed an entry
-// answered UNAVAILABLE, the change survives the restart while the client saw
-// a transport error or UNAVAILABLE; its outcome is unknown to the client (a
-// lease created that way expires after its TTL). A process fenced by a newer
-// one (RedisJournal fencing) stays UNAVAILABLE for good.
+// cached tokens instead of the ~40-60 ms of Serialize(),
+// docs/perf/2026-11-29-snapshot-stall-fork.md), the child serializes its
+// copy-on-write view, and the journal commits it and trims exactly the records
+// it covers (RedisJournal::WriteSnapshot), so Redis always holds snapshot + the
+// acknowledged entries after it. The start-up/repair snapshot is synchronous
+// (AppendSnapshot: replaces the whole journal). Start-up: Restore(snapshot) +
+// replay of the journal with the recorded times (CacheState is deterministic in
+// its inputs), CheckInvariants(), then a fresh snapshot. If a journal write
+// fails, the service answers UNAVAILABLE to everything (the in-memory state may
+// be ahead of Redis) until the background sweep reconnects and rebuilds the
+// state from Redis. A change answered with UNAVAILABLE is not applied even when
+// Redis stored its entry after the timeout (a stalled Redis executing a
+// buffered pipeline): every journal entry has a sequence number, the journal
+// remembers those whose write failed, and RedisJournal::Reconnect() removes
+// them from Redis and takes a new fencing token in one atomic script before the
+// rebuild replays the journal (redis_journal.h). Remaining window
+// (write-ahead-log semantics): if this process is killed after Redis stored an
+// entry but before the client got its answer, or before the reconnect removed
+// an entry answered UNAVAILABLE, the change survives the restart while the
+// client saw a transport error or UNAVAILABLE; its outcome is unknown to the
+// client (a lease created that way expires after its TTL). A process fenced by
+// a newer one (RedisJournal fencing) stays UNAVAILABLE for good.
 //
 // Lease expiry and dead-worker removal run in a background sweep
 // (ExpireLeases + DropDeadWorkers at the sweep's time), journaled like RPCs
@@ -121,8 +120,8 @@ struct CacheServiceOptions {
   // times the snapshot's bytes (> 0; benchmarks lower it to snapshot often).
   double snapshot_journal_ratio = 4;
   // Redis mode: snapshots in a forked child (true) or Serialize() under the
-  // service mutex (false: the pre-fork behaviour, kept for measurements and
-  // platforms without fork).
+  // service mutex (false: Serialize() under the mutex, which stalls every RPC
+  // while it runs; kept for measurements and platforms without fork).
   bool background_snapshots = true;
   // Timeout, child priority and test faults of background snapshots.
   ForkedSnapshotOptions forked_snapshot;

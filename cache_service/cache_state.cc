@@ -876,7 +876,7 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
         worker->lease_page_refs, " pages (limit ",
         LeasePageRefLimit(allocator.num_pages()), ")"));
   }
-  // Only positions [0, prefix_len) get locked (seed 2.3/2.4, SGLang
+  // Only positions [0, prefix_len) get locked (background.md §2.3-§2.4, SGLang
   // semantics): the rest of the edge the match ends in stays evictable. Room
   // is decided before anything changes - the pages the lock would protect
   // are subtracted from the evictable ones - so a failed call leaves the
@@ -925,7 +925,7 @@ absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
   if (prefix_len > 0) {
     // Whole matched pages are shared: the page holding a logical page's last
     // position holds valid KV for all of its positions (page-consistent
-    // tables), seed 1.2 ref_count sharing.
+    // tables), page ref-count sharing, background.md §1.4.
     for (int64_t k = 0; k < shared_pages; ++k) {
       const int32_t page = tree_slots[(k + 1) * page_size - 1] / page_size;
       allocator.Ref(page, /*protect=*/true);

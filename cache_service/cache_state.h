@@ -1,12 +1,13 @@
 // CacheState: the in-process core of the cache service (no gRPC, no I/O).
 //
 // One object holds, for every registered worker, the radix tree of cached
-// token sequences (seed 2.2), the page allocator with ref counts and
-// copy-on-write (seed 1.2), the leases that lock tree paths (lock_ref, seed
-// 2.3) and the eviction queues (seed 2.4). Its methods mirror the RPCs of
-// proto/radixkv/v1/cache_service.proto one to one, with plain C++ structs in
-// and out; the gRPC service (cache_service_impl.*) converts protos to these
-// structs, journals the request to Redis and calls the method under a mutex.
+// token sequences (background.md §2.2), the page allocator with ref counts and
+// copy-on-write (background.md §1.4), the leases that lock tree paths
+// (lock_ref, seed 2.3) and the eviction queues (background.md §2.4). Its
+// methods mirror the RPCs of proto/radixkv/v1/cache_service.proto one to one,
+// with plain C++ structs in and out; the gRPC service (cache_service_impl.*)
+// converts protos to these structs, journals the request to Redis and calls the
+// method under a mutex.
 //
 // Determinism (crash safety). Every mutating method takes the current time as
 // an explicit argument (`now_ms`, milliseconds on the caller's clock) and
@@ -94,11 +95,12 @@ struct CacheOptions {
   // A worker without heartbeat for longer than this is dropped by
   // DropDeadWorkers(). Milliseconds.
   int64_t heartbeat_timeout_ms = 10'000;
-  // Which unlocked leaves go first (seed 2.4): kLru (default), kLfu,
+  // Which unlocked leaves go first (background.md §2.4): kLru (default), kLfu,
   // kPriority, kReuseLru (with its reuse bonus).
   EvictionPolicy eviction_policy;
   // Grow() rounds num_tokens up to a multiple of this when page_size == 1
-  // (amortises Grow calls, design brief step 4). Slots, >= 1.
+  // (amortises Grow calls, docs/architecture.md "One request" step 4). Slots,
+  // >= 1.
   int32_t grow_chunk_tokens = 16;
   // Metadata bounds of live Register and Commit calls (may change across a
   // restart).
@@ -434,48 +436,47 @@ class CacheState {
                                                     int64_t now_ms);
 
   // Longest cached prefix of tokens on every registered worker of the model
-  // (seed 2.3 prefix matching, token granular). Read-only: no LRU touch, no
-  // lock, no split. Unknown model or salt: every worker matches 0 (or an
-  // empty list when no worker serves the model).
-  // Cost O(len(tokens) + path nodes + workers).
-  // INVALID_ARGUMENT: empty or > kMaxPromptTokens tokens, id < 0 or >= the
+  // (background.md §2.3 prefix matching, token granular). Read-only: no LRU
+  // touch, no lock, no split. Unknown model or salt: every worker matches 0 (or
+  // an empty list when no worker serves the model). Cost O(len(tokens) + path
+  // nodes + workers). INVALID_ARGUMENT: empty or > kMaxPromptTokens tokens, id
+  // < 0 or >= the
   //   model's vocab_size (smallest positive one among its workers), salt
   //   > 256 bytes.
   absl::StatusOr<MatchResult> Match(const MatchRequest& request,
                                     int64_t now_ms) const;
 
   // Matches on one worker, locks the reused prefix [0, prefix_len) (lock_ref
-  // + 1 up to the root, seed 2.3; an edge the prefix ends inside is split
-  // there so the rest of it stays evictable, as SGLang's match_prefix does;
-  // the split is made only once the call is known to succeed), reuses whole
-  // matched pages, copies a partially matched last page into a fresh page
+  // + 1 up to the root, background.md §2.3; an edge the prefix ends inside is
+  // split there so the rest of it stays evictable, as SGLang's match_prefix
+  // does; the split is made only once the call is known to succeed), reuses
+  // whole matched pages, copies a partially matched last page into a fresh page
   // (CopyOp), allocates the uncached tail plus reserve_tokens (evicting
-  // unlocked leaves by policy if needed, seed 2.4) and returns a lease.
-  // prefix_len <= len(tokens) - 1.
-  // INVALID_ARGUMENT: bad tokens, reserve out of range, salt too long.
-  // NOT_FOUND: unknown worker. FAILED_PRECONDITION: epoch != registered or
-  // model mismatch. RESOURCE_EXHAUSTED: not enough pages even after evicting
-  // every unlocked leaf, counting the pages the prefix lock protects as
-  // unavailable (state unchanged; the message gives the slots that were
-  // available).
+  // unlocked leaves by policy if needed, background.md §2.4) and returns a
+  // lease. prefix_len <= len(tokens) - 1. INVALID_ARGUMENT: bad tokens, reserve
+  // out of range, salt too long. NOT_FOUND: unknown worker.
+  // FAILED_PRECONDITION: epoch != registered or model mismatch.
+  // RESOURCE_EXHAUSTED: not enough pages even after evicting every unlocked
+  // leaf, counting the pages the prefix lock protects as unavailable (state
+  // unchanged; the message gives the slots that were available).
   absl::StatusOr<AcquireResult> Acquire(const AcquireRequest& request,
                                         int64_t now_ms);
 
   // Appends at least num_tokens slots to the lease (to the end of its last
   // page, then whole pages; chunks of grow_chunk_tokens when page_size is 1).
   // If the last page is partly filled and shared (fork, tree), it is first
-  // copied to a fresh page (copy-on-write, seed 1.2 append_slots). Renews the
-  // lease. NOT_FOUND: unknown or expired lease. INVALID_ARGUMENT: num_tokens
-  // outside [1, 65536]. RESOURCE_EXHAUSTED: no room after eviction (no
-  // change).
+  // copied to a fresh page (copy-on-write, vLLM's append_slots, background.md
+  // §1.4). Renews the lease. NOT_FOUND: unknown or expired lease.
+  // INVALID_ARGUMENT: num_tokens outside [1, 65536]. RESOURCE_EXHAUSTED: no
+  // room after eviction (no change).
   absl::StatusOr<GrowResult> Grow(const GrowRequest& request, int64_t now_ms);
 
   // Makes num_children child leases sharing positions [0, num_tokens) of the
-  // parent (page ref counts + 1, no copy; seed 1.2 fork). Each child locks
-  // the parent's tree path up to its own prefix, min(parent prefix_len,
-  // num_tokens) tokens (splitting an edge there), and has the parent's
-  // prompt truncated to num_tokens. The children join the parent's fork
-  // family (fork_links.h): they hold its KV of positions [0, num_tokens),
+  // parent (page ref counts + 1, no copy; vLLM's fork, background.md §1.4).
+  // Each child locks the parent's tree path up to its own prefix, min(parent
+  // prefix_len, num_tokens) tokens (splitting an edge there), and has the
+  // parent's prompt truncated to num_tokens. The children join the parent's
+  // fork family (fork_links.h): they hold its KV of positions [0, num_tokens),
   // so the tokens of those positions are whatever the first Commit of any
   // family member says they are (see Commit). Renews the parent. NOT_FOUND:
   // unknown or
@@ -486,7 +487,7 @@ class CacheState {
   absl::StatusOr<ForkResult> Fork(const ForkRequest& request, int64_t now_ms);
 
   // Inserts tokens (whose KV the lease's table holds) into the worker's
-  // residency (seed 2.3 "insert on finish"), splitting nodes at token
+  // residency (background.md §2.3 "insert on finish"), splitting nodes at token
   // granularity; positions already resident stay with the tree's slots and
   // the lease's duplicates are dropped. Without keep_lease the lease ends:
   // its path is unlocked and every page only it referenced is freed. With
@@ -512,8 +513,8 @@ class CacheState {
   // (includes double Release).
   absl::StatusOr<ReleaseResult> Release(uint64_t lease_id, int64_t now_ms);
 
-  // Evicts unlocked leaves of the worker by policy (seed 2.4) until at least
-  // num_tokens resident tokens are gone or nothing unlocked is left.
+  // Evicts unlocked leaves of the worker by policy (background.md §2.4) until
+  // at least num_tokens resident tokens are gone or nothing unlocked is left.
   // NOT_FOUND: unknown worker. INVALID_ARGUMENT: num_tokens outside
   // [1, capacity].
   absl::StatusOr<EvictResult> Evict(std::string_view worker_id,

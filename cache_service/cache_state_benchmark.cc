@@ -1,4 +1,4 @@
-// Benchmarks of the cache service core (issue 3 "Performance"):
+// Benchmarks of the cache service core (docs/perf.md "cache_service core"):
 //   BM_Match4096      Match of a 4,096-token prompt against trees holding
 //                     1,048,576 resident tokens over 8 workers (target
 //                     <= 5 us); counters: tree metadata bytes per resident

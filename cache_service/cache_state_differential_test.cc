@@ -1,5 +1,5 @@
 // Randomized differential test of CacheState against a deliberately naive
-// model (issue 3): per (worker, cache_salt), the list of cached token
+// model: per (worker, cache_salt), the list of cached token
 // sequences; the longest cached prefix is the maximum common prefix with any
 // of them. Thousands of random operation sequences (register, acquire,
 // generate, grow, fork, commit, release, evict, flush, expire, heartbeat,

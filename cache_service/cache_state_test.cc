@@ -1,5 +1,6 @@
-// Fixed cases of issue 3 (a)-(d), error paths with state-unchanged checks,
-// snapshot round trips and the paged copy-on-write paths of CacheState.
+// Fixed cases (insert, lock and split; scrambled release; evict all; paged
+// reuse), error paths with state-unchanged checks, snapshot round trips and the
+// paged copy-on-write paths of CacheState.
 #include "cache_service/cache_state.h"
 
 #include <algorithm>
@@ -47,8 +48,8 @@ TEST_F(CacheStateTest,
   Store("w", Range(1, 8));
   const AcquireResult locked = MustAcquire(Acq("w", {1, 2, 3, 4, 100}));
   EXPECT_EQ(locked.prefix_len, 4);
-  // Only the matched prefix is locked (seed 2.3): the edge is split at the
-  // match point, [1..4] locked, [5..8] unlocked and still evictable.
+  // Only the matched prefix is locked (background.md §2.3): the edge is split
+  // at the match point, [1..4] locked, [5..8] unlocked and still evictable.
   EXPECT_THAT(LockRefs(), ElementsAre(1, 0));
   {
     const WorkerStats s = StatsOf("w");
@@ -444,7 +445,7 @@ TEST_F(CacheStateTest, LeasesExpireUnlessRenewed) {
   EXPECT_EQ(StatsOf("w").free_slots, 64);
 }
 
-// ---- locking only the matched prefix (seed 2.3/2.4) ----
+// ---- locking only the matched prefix (background.md §2.3-§2.4) ----
 
 // Adversarial repro: a match ending inside a long cached edge locks only the
 // matched prefix; the rest of the edge is evicted to make room.
@@ -501,7 +502,7 @@ TEST_F(CacheStateTest, AcquireRoomIsCountedAsIfOnlyThePrefixWereLocked) {
 
 // End to end: Generate([BOS], max_new_tokens = pool - 1) fills the pool with
 // one edge; afterwards every BOS-prefixed prompt must still be admitted
-// (it used to fail until Flush).
+// (without needing Flush).
 TEST_F(CacheStateTest, FullPoolSingleEdgeStillAdmitsBosPrefixedPrompts) {
   for (const int32_t page_size : {1, 16}) {
     SCOPED_TRACE(page_size);

@@ -1,4 +1,4 @@
-// Eviction order of unlocked radix-tree leaves (seed 2.4, SGLang
+// Eviction order of unlocked radix-tree leaves (background.md §2.4, SGLang
 // radix_cache.py evict()): only leaves with lock_ref == 0 are candidates; the
 // one with the smallest EvictionKey goes first. A parent whose last resident
 // child is evicted becomes a leaf and is queued in turn, so the tree shrinks
@@ -25,8 +25,8 @@ namespace radixkv::cache_service {
 // than it is, so the unique tails of finished requests, which no request
 // has matched, go before the shared prefixes they hang off (a time-bounded
 // form of segmented LRU: a prefix unused for longer than the bonus loses its
-// protection). router/two_worker_hit_rate_model.py and docs/perf.md show
-// where this matters.
+// protection). router/two_worker_hit_rate_model.py and
+// docs/perf/2026-11-29-two-workers-2x-target.md show where this matters.
 enum class EvictionPolicyKind { kLru, kLfu, kPriority, kReuseLru };
 
 // A policy and its parameter. Part of the replayed state: a restarted

@@ -1,5 +1,6 @@
 // ForkLinks: which live leases hold the same KV at which positions because
-// of Fork (seed 1.2 fork: children share the parent's pages by ref count).
+// of Fork (vLLM's fork, background.md §1.4: children share the parent's pages
+// by ref count).
 //
 // A Fork of lease P at num_tokens n gives each child C the parent's KV for
 // positions [0, n): link (P, C, n). Copy-on-write moves bytes, not meaning,

@@ -1,7 +1,8 @@
-// LeaseTable: the holders of lock_ref (seed 2.3 inc_lock_ref/dec_lock_ref):
-// one lease per admitted request (and per forked child), with its page
-// table (seed 1.2 block_table), the tree path it locks, and a TTL so that a
-// lease whose holder vanished is released by ExpireLeases().
+// LeaseTable: the holders of lock_ref (SGLang's inc_lock_ref/dec_lock_ref,
+// background.md §2.3): one lease per admitted request (and per forked child),
+// with its page table (block_table, background.md §1.3), the tree path it
+// locks, and a TTL so that a lease whose holder vanished is released by
+// ExpireLeases().
 //
 // Lease ids come from a counter that is part of the journaled state (ids are
 // never reused), so replaying the same calls reproduces the same ids. Leases

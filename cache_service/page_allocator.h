@@ -1,4 +1,4 @@
-// PageAllocator: one worker's paged KV pool bookkeeping (seed 1.2,
+// PageAllocator: one worker's paged KV pool bookkeeping (background.md §1.4,
 // vLLM BlockAllocator): a free list of pages, a ref count per page (forked
 // sequences, the radix tree and leases share pages), copy-on-write of a
 // shared, partly filled page, and the protected/evictable split the cache
@@ -97,12 +97,12 @@ class PageAllocator {
   void Protect(int32_t page);
   void Unprotect(int32_t page);
 
-  // Copy-on-write (seed 1.2 append_slots): the lease holding `page` (with a
-  // protecting reference) wants to write past its first num_tokens
-  // positions. If the lease is the only holder, nullopt (write in place).
-  // Otherwise a fresh page replaces it for the lease (the old page loses the
-  // lease's reference) and the CopyOp {page, fresh, num_tokens} is returned.
-  // Requires a free page when ref_count(page) > 1.
+  // Copy-on-write (vLLM's append_slots, background.md §1.4): the lease holding
+  // `page` (with a protecting reference) wants to write past its first
+  // num_tokens positions. If the lease is the only holder, nullopt (write in
+  // place). Otherwise a fresh page replaces it for the lease (the old page
+  // loses the lease's reference) and the CopyOp {page, fresh, num_tokens} is
+  // returned. Requires a free page when ref_count(page) > 1.
   std::optional<CopyOp> CopyOnWrite(int32_t page, int32_t num_tokens,
                                     int32_t* new_page);
 

@@ -1,31 +1,31 @@
 // RadixTree: the radix (compressed prefix) tree of cached token sequences of
-// one (model, cache_salt), shared by every worker of the model (seed 2.2,
-// SGLang radix_cache.py TreeNode / _split_node / _insert_helper / evict).
+// one (model, cache_salt), shared by every worker of the model (background.md
+// §2.2, SGLang radix_cache.py TreeNode / _split_node / _insert_helper / evict).
 //
 // Structure. Each edge holds a run of int32 token ids. Children are keyed by
 // their first token: splits happen at token granularity (a match that ends
-// inside an edge splits it at that token, seed 2.2 "节点分裂"), so two
+// inside an edge splits it at that token, background.md §2.2), so two
 // siblings never share a first token. SGLang keys children by their first
 // page when page_size > 1 because its splits are page-aligned; this tree is
 // shared by workers of different page sizes and reuses partially matched
-// pages token by token (design brief "Beyond the anchors"), so the first
+// pages token by token (background.md §2.5), so the first
 // token is the only correct key. Page consistency is handled by the caller
 // (CacheState) with copy ops.
 //
 // Per-worker residency. A node carries a 64-bit mask of the workers ("bits",
 // 0..63, assigned per model) on which its whole edge is cached, and for each
 // resident worker a Residency record: the slot id of every edge token in that
-// worker's pool, the lock_ref (seed 2.3 inc_lock_ref / dec_lock_ref), the
-// eviction statistics and the count of children resident on the same worker.
-// Residency is prefix-closed. MatchAll() finds every worker's longest prefix
-// in one walk: O(tokens + path nodes + workers). Records are sorted by bit
-// and found by popcount(mask below bit): O(1).
+// worker's pool, the lock_ref (SGLang's inc_lock_ref / dec_lock_ref,
+// background.md §2.3), the eviction statistics and the count of children
+// resident on the same worker. Residency is prefix-closed. MatchAll() finds
+// every worker's longest prefix in one walk: O(tokens + path nodes + workers).
+// Records are sorted by bit and found by popcount(mask below bit): O(1).
 //
 // Slots of a record always satisfy slot % page_size == position % page_size
 // (page-consistent). Every record holds one reference per distinct page of
 // its slots in the worker's PageAllocator (protecting while lock_ref > 0), and
 // the record is queued in the worker's EvictionQueue iff lock_ref == 0 and
-// no child is resident on the worker (an evictable leaf, seed 2.4).
+// no child is resident on the worker (an evictable leaf, background.md §2.4).
 //
 // The root is permanent (its lock never drops: it has no residency and is
 // never evicted); a non-root node exists only while some worker is resident
@@ -143,7 +143,8 @@ class RadixTree {
   int64_t num_tokens() const { return num_tokens_; }
 
   // For every bit in `workers`, out[bit] = longest prefix of tokens resident
-  // on that worker (seed 2.3). Read-only. O(tokens + path nodes + workers).
+  // on that worker (background.md §2.3). Read-only. O(tokens + path nodes +
+  // workers).
   void MatchAll(std::span<const int32_t> tokens, uint64_t workers,
                 std::array<int64_t, kMaxResidentWorkers>* out) const;
 
@@ -155,12 +156,13 @@ class RadixTree {
                                         int64_t n);
 
   // lock_ref + 1 (resp. - 1) on `bit`'s record of terminal and every
-  // ancestor (seed 2.3 inc_lock_ref / dec_lock_ref). terminal == root: no-op.
+  // ancestor (SGLang's inc_lock_ref / dec_lock_ref, background.md §2.3).
+  // terminal == root: no-op.
   void LockPath(RadixNode* terminal, int bit);
   void UnlockPath(RadixNode* terminal, int bit);
 
   // Locks exactly positions [0, end) of the path through `node` on `bit`
-  // (seed 2.3: a lease locks only its matched prefix, as SGLang's
+  // (background.md §2.3: a lease locks only its matched prefix, as SGLang's
   // match_prefix splits the last node at the match point). `node` must be
   // resident on `bit` and on the path, with node->end() >= end (any node
   // holding position end - 1 or a descendant of it on the path). When end
@@ -187,8 +189,8 @@ class RadixTree {
 
   // Makes tokens[0, n) resident on `bit`, with slots[i] holding position i
   // (page-consistent). Positions already resident keep the tree's slots;
-  // the others are added (splitting edges at token granularity, seed 2.2)
-  // and reference their pages. Touches the whole path.
+  // the others are added (splitting edges at token granularity, background.md
+  // §2.2) and reference their pages. Touches the whole path.
   InsertResult Insert(std::span<const int32_t> tokens,
                       std::span<const int32_t> slots, int bit, int64_t now_ms,
                       int32_t priority);
@@ -196,7 +198,7 @@ class RadixTree {
   // Evicts `bit`'s record of node, which must be an evictable leaf (queued):
   // its pages lose a reference, the node is deleted when no worker is
   // resident any more, and the parent's record may become an evictable leaf
-  // (seed 2.4).
+  // (background.md §2.4).
   EvictOutcome EvictLeaf(RadixNode* node, int bit);
 
   // Drops every record of `bit` without touching allocator or queue (the

@@ -1,5 +1,5 @@
-// What a Redis snapshot of a full cache service costs the RPC path (issue 3:
-// "snapshots must not stall RPCs"), at ~1M cached tokens: the state of the
+// What a Redis snapshot of a full cache service costs the RPC path
+// (snapshots must not stall RPCs), at ~1M cached tokens: the state of the
 // loadgen's workload (one worker, page_size 16, 1,048,576 slots, 256-token
 // prompts = one of 16 shared 192-token prefixes + 64 unique tokens, filled
 // until eviction runs).
@@ -13,10 +13,11 @@
 //                      faults the parent pays while a snapshot runs.
 // Run it also with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc >= 2.35:
 // malloc's heap in transparent huge pages) for the comparison in
-// docs/perf.md: this single-threaded process then gets its heap in 2 MiB
-// pages and forks ~3x faster; the service does not (its heap is spread over
-// per-thread arenas, AnonHugePages stays 0), so it does not set it.
-// Run: bazel run -c opt //cache_service:snapshot_stall_benchmark
+// docs/perf/2026-11-29-snapshot-stall-fork.md: this single-threaded process
+// then gets its heap in 2 MiB pages and forks ~3x faster; the service does not
+// (its heap is spread over per-thread arenas, AnonHugePages stays 0), so it
+// does not set it. Run: bazel run -c opt
+// //cache_service:snapshot_stall_benchmark
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

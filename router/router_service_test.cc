@@ -507,7 +507,7 @@ TEST_F(RouterServiceTest, FailureAfterTokensIsUnavailableAndNotRetried) {
 
 // A worker that failed is avoided for the cooldown, but only as the process
 // that failed: registered again under a new epoch (restarted), it serves at
-// once (a restart faster than the cooldown used to leave it unused).
+// once, even when it restarted faster than the cooldown.
 TEST_F(RouterServiceTest, RestartedWorkerIsNotAvoidedForItsOldFailure) {
   cache_.Set(
       {{"worker-a", a_->address(), 1, 50}, {"worker-b", b_->address(), 1, 0}});
@@ -959,8 +959,8 @@ TEST_F(RouterServiceTest, MalformedRequestIdAndModelAreInvalidNotFatal) {
 }
 
 // Requests that break a model-independent rule of the contract are refused
-// before placement: no Match, no dispatch, counted as invalid_argument (they
-// used to reach a worker, which refused them, and counted as dispatches).
+// before placement: no Match, no dispatch, counted as invalid_argument (not
+// as a dispatch to a worker that would refuse them).
 TEST_F(RouterServiceTest, MalformedSamplingIsRefusedBeforePlacement) {
   StartRouter();
   const std::vector<

@@ -1,6 +1,6 @@
 // KvCacheClient: the worker's view of the cache service (proto
 // radixkv/v1/cache_service.proto), the single authority on which pool slot
-// holds which token (design brief "One request", steps 3 and 5).
+// holds which token (docs/architecture.md "One request", steps 3 and 5).
 //
 // The scheduler talks only to this interface, so it can be unit-tested with a
 // fake or an in-process service; GrpcKvCacheClient is the production

@@ -1,4 +1,4 @@
-// Scheduler: the worker's continuous-batching loop (design brief "One
+// Scheduler: the worker's continuous-batching loop (docs/architecture.md "One
 // request", steps 3-5; SGLang's scheduler / vLLM's continuous batching).
 //
 // One scheduler thread owns every sequence. Each step it
