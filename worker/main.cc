@@ -73,7 +73,8 @@ ABSL_FLAG(std::string, kv_layout, "bshd", "KV layout: bshd, bhsd or vllm.");
 ABSL_FLAG(std::string, kv_dtype, "f32", "KV storage dtype: f32, bf16, f16.");
 ABSL_FLAG(int, max_running_requests, 32, "Sequences in the running batch.");
 ABSL_FLAG(int, max_waiting_requests, 1024,
-          "Requests queued for memory; beyond: RESOURCE_EXHAUSTED.");
+          "Requests accepted and not yet running (queued for admission) at "
+          "most; beyond: RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_prefill_tokens, 512,
           "Per-step budget of prefill tokens (chunked prefill).");
 ABSL_FLAG(int, grow_tokens, 0, "Slots per lease Grow; 0 = max(page_size, 32).");

@@ -9,63 +9,10 @@
 #include "spdlog/spdlog.h"
 #include "worker/model/sampler.h"
 #include "worker/prompt_text_limit.h"
+#include "worker/sequence.h"
 #include "worker/worker_metrics.h"
 
 namespace radixkv::worker {
-
-// One request inside the scheduler. Owned by the scheduler thread once taken
-// from the inbox.
-struct Sequence {
-  std::string request_id;
-  std::shared_ptr<RequestStream> stream;
-  std::string cache_salt;
-  int32_t priority = 0;
-  bool disable_prefix_cache = false;
-  bool return_text = false;
-  SamplingParams sampling;
-  std::unique_ptr<Sampler> sampler;
-  // Present when text is returned or stop strings are set.
-  std::unique_ptr<IncrementalDetokenizer> detokenizer;
-  std::unique_ptr<StopChecker> stop_checker;
-
-  // Prompt followed by generated tokens. The last generated token has no KV
-  // yet (it is the input of the next step).
-  std::vector<int32_t> tokens;
-  int32_t prompt_len = 0;
-  int32_t num_generated = 0;
-
-  // The lease, while admitted.
-  bool has_lease = false;
-  uint64_t lease_id = 0;
-  int64_t lease_epoch = 0;
-  // Tokens given to Acquire (the lease's prompt); Commit needs at least this
-  // many written tokens.
-  int64_t acquired_len = 0;
-  // Slot of every position of the lease: [acquired_len + reserve + grown].
-  std::vector<int64_t> kv_indices;
-  // Copy ops received but not yet executed by a forward.
-  std::vector<PageCopy> pending_copies;
-  // Positions [0, num_computed) have their KV in the pool.
-  int64_t num_computed = 0;
-  // The computed prompt was inserted into the tree with a keep_lease Commit
-  // (or that was tried) since the last admission.
-  bool prefill_committed = false;
-  uint64_t admission_order = 0;
-
-  // Usage.cached_tokens: prefix reused at the first admission.
-  bool admitted_once = false;
-  int32_t cached_tokens = 0;
-
-  absl::Time arrival;
-  absl::Time last_token_time;
-
-  bool in_prefill() const { return num_computed < acquired_len; }
-  // Total positions whose KV this request can ever need: the last generated
-  // token is never computed.
-  int64_t max_slots_needed() const {
-    return static_cast<int64_t>(prompt_len) + sampling.max_new_tokens - 1;
-  }
-};
 
 namespace {
 
@@ -101,21 +48,6 @@ std::string FormatDurationForLog(absl::Duration d) {
                                   ? absl::Microseconds(1)
                                   : absl::Milliseconds(1);
   return absl::FormatDuration(absl::Floor(d + unit / 2, unit));
-}
-
-void RequestStream::Push(GenerateEvent event) {
-  absl::MutexLock lock(&mu_);
-  events_.push_back(std::move(event));
-}
-
-bool RequestStream::Pop(GenerateEvent* event, absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]()
-                   ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) return false;
-  *event = std::move(events_.front());
-  events_.pop_front();
-  return true;
 }
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
@@ -202,9 +134,11 @@ Scheduler::~Scheduler() {
     seq->stream->Push(std::move(event));
   };
   for (auto& seq : running_) end_all(seq.get());
-  for (auto& seq : waiting_) end_all(seq.get());
+  for (auto& seq : waiting_.RemoveIf([](const Sequence&) { return true; })) {
+    end_all(seq.get());
+  }
   running_.clear();
-  waiting_.clear();
+  queued_.store(0);
 }
 
 absl::Status Scheduler::RegisterWithService(bool fresh_epoch) {
@@ -395,11 +329,16 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
     return absl::AlreadyExistsError(
         absl::StrCat("request_id '", id, "' is already in flight"));
   }
-  const int64_t queued =
-      static_cast<int64_t>(submitted_.size()) + waiting_published_;
+  // Only Submit increments queued_ (the preemptions' requeues aside), and
+  // it holds mu_: the check and the increment are one step.
+  const int64_t queued = queued_.load();
   if (queued >= options_.max_waiting_requests) {
-    return absl::ResourceExhaustedError("waiting queue is full");
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker ", options_.worker_id, " has ", queued,
+                     " requests waiting, the limit --max_waiting_requests=",
+                     options_.max_waiting_requests));
   }
+  queued_.fetch_add(1);
   sampling.seed = sp.seed() != 0 ? sp.seed() : absl::HashOf(id);
   seq->sampling = sampling;
   seq->sampler = std::make_unique<Sampler>(sampling);
@@ -637,24 +576,15 @@ void Scheduler::TakeInbox() {
   }
   // Higher priority first; FIFO within a priority. Preempted sequences were
   // put at the front and stay ahead of new arrivals of their priority.
-  for (auto& seq : submitted) {
-    auto pos = std::find_if(waiting_.begin(), waiting_.end(),
-                            [&](const std::unique_ptr<Sequence>& w) {
-                              return w->priority < seq->priority;
-                            });
-    waiting_.insert(pos, std::move(seq));
-  }
+  for (auto& seq : submitted) waiting_.PushBack(std::move(seq));
   if (draining) {
     // Never admitted: fail fast so the router can place them elsewhere.
     // Preempted sequences have streamed tokens already; they stay queued and
     // finish here (or are aborted at the drain deadline).
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if ((*it)->admitted_once) {
-        ++it;
-        continue;
-      }
-      Fail(it->get(), absl::UnavailableError("worker is draining"));
-      it = waiting_.erase(it);
+    for (auto& seq : waiting_.RemoveIf(
+             [](const Sequence& w) { return !w.admitted_once; })) {
+      queued_.fetch_sub(1);
+      Fail(seq.get(), absl::UnavailableError("worker is draining"));
     }
   }
 }
@@ -695,12 +625,10 @@ void Scheduler::ApplyAborts() {
       aborting_.erase(seq->request_id);
       ++stats_.requests_aborted;
     };
-    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-      if ((*it)->request_id == id) {
-        finish_abort(it->get());
-        waiting_.erase(it);
-        break;
-      }
+    if (std::unique_ptr<Sequence> waiting = waiting_.Remove(id)) {
+      queued_.fetch_sub(1);
+      finish_abort(waiting.get());
+      continue;
     }
     for (auto it = running_.begin(); it != running_.end(); ++it) {
       if ((*it)->request_id == id) {
@@ -744,7 +672,7 @@ void Scheduler::Admit(int32_t* prefill_budget) {
          static_cast<int32_t>(running_.size()) <
              options_.max_running_requests &&
          *prefill_budget > 0) {
-    Sequence* seq = waiting_.front().get();
+    Sequence* seq = waiting_.front();
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
     if (WaitsForSharedPrefill(*seq)) break;
     // Decode room: like Grow, 2 x the batch it joins, so that sequences
@@ -779,8 +707,8 @@ void Scheduler::Admit(int32_t* prefill_budget) {
         // memory: it waits, preempted ones included, instead of failing.
         break;
       }
-      std::unique_ptr<Sequence> failed = std::move(waiting_.front());
-      waiting_.pop_front();
+      std::unique_ptr<Sequence> failed = waiting_.PopFront();
+      queued_.fetch_sub(1);
       if (code == absl::StatusCode::kInvalidArgument) {
         Fail(failed.get(), lease.status());
       } else {
@@ -800,8 +728,8 @@ void Scheduler::Admit(int32_t* prefill_budget) {
     }
     if (lease->kv_indices_size() != len + reserve || lease->prefix_len() < 0 ||
         lease->prefix_len() >= len) {
-      std::unique_ptr<Sequence> failed = std::move(waiting_.front());
-      waiting_.pop_front();
+      std::unique_ptr<Sequence> failed = waiting_.PopFront();
+      queued_.fetch_sub(1);
       failed->has_lease = true;
       failed->lease_id = lease->lease_id();
       Fail(failed.get(),
@@ -837,8 +765,8 @@ void Scheduler::Admit(int32_t* prefill_budget) {
     }
     *prefill_budget -= static_cast<int32_t>(
         std::min<int64_t>(*prefill_budget, len - lease->prefix_len()));
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(waiting_.PopFront());
+    queued_.fetch_sub(1);
   }
 }
 
@@ -1031,11 +959,8 @@ void Scheduler::Preempt(Sequence* victim) {
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() == victim) {
       // Ahead of every waiting request of its priority or lower.
-      auto pos = std::find_if(waiting_.begin(), waiting_.end(),
-                              [&](const std::unique_ptr<Sequence>& w) {
-                                return w->priority <= victim->priority;
-                              });
-      waiting_.insert(pos, std::move(*it));
+      queued_.fetch_add(1);
+      waiting_.PushFront(std::move(*it));
       running_.erase(it);
       break;
     }
@@ -1340,19 +1265,14 @@ void Scheduler::PublishLoad() {
     held_slots += static_cast<int64_t>(seq->kv_indices.size());
     if (seq->has_lease) leases.push_back(seq->lease_id);
   }
-  for (const auto& seq : waiting_) {
-    outstanding += static_cast<int64_t>(seq->tokens.size()) +
-                   seq->sampling.max_new_tokens - seq->num_generated;
-  }
+  outstanding += waiting_.outstanding_tokens();
   if (metrics_ != nullptr) {
     metrics_->SetQueueDepth(static_cast<int32_t>(waiting_.size()),
                             static_cast<int32_t>(running_.size()));
   }
   absl::MutexLock lock(&mu_);
   stats_.load.set_running_requests(static_cast<int32_t>(running_.size()));
-  waiting_published_ = static_cast<int64_t>(waiting_.size());
-  stats_.load.set_waiting_requests(
-      static_cast<int32_t>(waiting_.size() + submitted_.size()));
+  stats_.load.set_waiting_requests(static_cast<int32_t>(queued_.load()));
   stats_.load.set_outstanding_tokens(outstanding);
   stats_.load.set_available_slots(
       std::max<int64_t>(0, capacity_slots_ - held_slots));

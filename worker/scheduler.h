@@ -34,8 +34,8 @@
 #ifndef RADIXKV_WORKER_SCHEDULER_H_
 #define RADIXKV_WORKER_SCHEDULER_H_
 
+#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -52,11 +52,12 @@
 #include "worker/cache_client.h"
 #include "worker/model/tokenizer.h"
 #include "worker/model_executor.h"
+#include "worker/request_stream.h"
+#include "worker/waiting_queue.h"
 
 namespace radixkv::worker {
 
 class WorkerMetrics;
-struct Sequence;
 
 // A duration for logs, rounded to milliseconds (to microseconds below one
 // millisecond): "3.333s", "250ms", "2m30s", "12us", "inf". absl's
@@ -76,7 +77,8 @@ struct SchedulerOptions {
   int64_t epoch = 0;
   // Sequences in the running batch at most.
   int32_t max_running_requests = 32;
-  // Requests queued for memory at most; beyond: RESOURCE_EXHAUSTED.
+  // Requests accepted and not yet running (queued for admission) at most;
+  // beyond: RESOURCE_EXHAUSTED.
   int32_t max_waiting_requests = 1024;
   // Per-step budget of prefill tokens (chunked prefill). Decode tokens of
   // generating sequences do not count against it.
@@ -99,42 +101,6 @@ struct SchedulerOptions {
   int32_t max_new_tokens_limit = 65536;
   // Run the step loop on a background thread (false: tests drive Step()).
   bool start_thread = true;
-};
-
-// One streamed update of a request (mirrors radixkv.v1.GenerateResponse).
-struct GenerateEvent {
-  // New token ids since the previous event.
-  std::vector<int32_t> token_ids;
-  // Decoded text delta (when the request asked for text).
-  std::string text;
-  bool finished = false;
-  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
-  // Non-OK: the request failed (finished is true as well).
-  absl::Status status;
-  v1::Usage usage;
-  // Seconds from arrival to this event.
-  double elapsed_s = 0;
-};
-
-// The output channel of one request: the scheduler pushes events, the gRPC
-// handler pops them. Thread-safe.
-class RequestStream {
- public:
-  explicit RequestStream(std::string request_id)
-      : request_id_(std::move(request_id)) {}
-
-  const std::string& request_id() const { return request_id_; }
-
-  // Appends an event (scheduler side).
-  void Push(GenerateEvent event);
-
-  // Waits up to `timeout` for an event. Returns false on timeout.
-  bool Pop(GenerateEvent* event, absl::Duration timeout);
-
- private:
-  const std::string request_id_;
-  absl::Mutex mu_;
-  std::deque<GenerateEvent> events_ ABSL_GUARDED_BY(mu_);
 };
 
 // Counters of the scheduler (WorkerStatsResponse without the identity).
@@ -183,7 +149,9 @@ class Scheduler {
   // max_new_tokens beyond max_position_embeddings, invalid sampling values,
   // bad request_id / priority / cache_salt), ALREADY_EXISTS (request_id in
   // flight), RESOURCE_EXHAUSTED (prompt + max_new_tokens cannot fit the
-  // empty pool, queue full), INVALID_ARGUMENT for text longer than
+  // empty pool; or max_waiting_requests requests are accepted and not yet
+  // running: "worker <id> has N requests waiting, the limit
+  // --max_waiting_requests=N"), INVALID_ARGUMENT for text longer than
   // MaxPromptTextBytes (checked before tokenizing),
   // UNAVAILABLE (no cache service, not registered, or draining).
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(
@@ -284,11 +252,15 @@ class Scheduler {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   uint64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;
-  // waiting_.size() as of the last step (for the queue limit).
-  int64_t waiting_published_ ABSL_GUARDED_BY(mu_) = 0;
+  // Requests accepted and not yet running: submitted_ + waiting_, exactly.
+  // Submit checks and increments it under mu_ (so concurrent Submits never
+  // pass the bound together); the scheduler thread decrements it when a
+  // request is admitted or ends while queued, and increments it when it
+  // requeues a preempted one (which may pass the bound: it was accepted).
+  std::atomic<int64_t> queued_{0};
 
   // Scheduler-thread state.
-  std::deque<std::unique_ptr<Sequence>> waiting_;
+  WaitingQueue waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   uint64_t admission_counter_ = 0;
 

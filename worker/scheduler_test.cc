@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "worker/model/sampler.h"
 #include "worker/prompt_text_limit.h"
@@ -896,6 +898,82 @@ TEST_F(SchedulerTest, FullWaitingQueueIsResourceExhausted) {
       absl::StatusCode::kResourceExhausted);
   RunUntilIdle();
   for (auto* s : {&a, &b, &c}) EXPECT_TRUE(Collect(**s).status.ok());
+}
+
+// --max_waiting_requests counts every request accepted and not yet running
+// (inbox and waiting queue) at the moment of Submit. Here the submits race a
+// step held inside its forward, after it moved its inbox into the waiting
+// queue: exactly the bound is accepted, every request over it is refused.
+TEST_F(SchedulerTest, WaitingBoundIsExactUnderConcurrentSubmits) {
+  constexpr int kLimit = 64;
+  constexpr int kOver = 24;
+  constexpr int kThreads = 4;
+  SchedulerOptions options;
+  options.worker_id = "w-bound";
+  options.max_waiting_requests = kLimit;
+  Init(4096, 16, options);
+  auto r0 = Submit(Request("r0", RandomPrompt(8), 1000));
+  scheduler_->Step();
+  ASSERT_EQ(scheduler_->Stats().load.running_requests(), 1);
+  // From now on no request finds memory: every accepted one waits.
+  cache_->ExhaustNext("Acquire", 1 << 30);
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  for (int i = 0; i < kLimit / 2; ++i) {
+    accepted.push_back(
+        Submit(Request(absl::StrCat("a", i), RandomPrompt(8), 4)));
+  }
+  absl::Notification entered;
+  absl::Notification release;
+  executor_->set_forward_hook([&] {
+    if (entered.HasBeenNotified()) return;
+    entered.Notify();
+    release.WaitForNotification();
+  });
+  std::thread step([&] { scheduler_->Step(); });
+  entered.WaitForNotification();
+  absl::Mutex mu;
+  std::vector<absl::Status> refused;
+  std::vector<std::thread> submitters;
+  constexpr int kPerThread = (kLimit / 2 + kOver) / kThreads;
+  for (int t = 0; t < kThreads; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::vector<int32_t> prompt(8, 3 + t);
+        auto stream = scheduler_->Submit(
+            Request(absl::StrCat("b", t, "-", i), prompt, 4));
+        absl::MutexLock lock(&mu);
+        if (stream.ok()) {
+          accepted.push_back(*stream);
+        } else {
+          refused.push_back(stream.status());
+        }
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  release.Notify();
+  step.join();
+  executor_->set_forward_hook(nullptr);
+  EXPECT_EQ(accepted.size(), static_cast<size_t>(kLimit));
+  ASSERT_EQ(refused.size(), static_cast<size_t>(kOver));
+  for (const absl::Status& status : refused) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(status.message(),
+              "worker w-bound has 64 requests waiting, the limit "
+              "--max_waiting_requests=64");
+  }
+  scheduler_->Step();
+  EXPECT_EQ(scheduler_->Stats().load.waiting_requests(), kLimit);
+  // Admission frees queue places again; everything accepted completes.
+  EXPECT_TRUE(scheduler_->Abort("r0"));
+  cache_->ExhaustNext("Acquire", 0);
+  RunUntilIdle();
+  for (auto& stream : accepted) {
+    Result r = Collect(*stream);
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.tokens.size(), 4u);
+  }
+  EXPECT_EQ(cache_->active_leases(), 0);
 }
 
 TEST_F(SchedulerTest, CacheServiceUnavailableFailsRequestWithoutLeaks) {

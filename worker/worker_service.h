@@ -1,10 +1,14 @@
 // WorkerServiceImpl: the gRPC Worker service (proto radixkv/v1/worker.proto)
 // over a Scheduler: Generate (server streaming), Abort, GetStats.
+//
+// Every method is on gRPC's callback API with raw bodies: a request costs no
+// thread while it waits or streams (the scheduler's pushes drive the
+// writes), no handler blocks, and the service parses the bodies itself so
+// that an unparseable one is INVALID_ARGUMENT naming the message.
 #ifndef RADIXKV_WORKER_WORKER_SERVICE_H_
 #define RADIXKV_WORKER_WORKER_SERVICE_H_
 
 #include <atomic>
-#include <string>
 
 #include "grpcpp/grpcpp.h"
 #include "radixkv/v1/worker.grpc.pb.h"
@@ -12,7 +16,11 @@
 
 namespace radixkv::worker {
 
-class WorkerServiceImpl final : public v1::Worker::Service {
+using RawCallbackWorkerService = v1::Worker::WithRawCallbackMethod_Generate<
+    v1::Worker::WithRawCallbackMethod_Abort<
+        v1::Worker::WithRawCallbackMethod_GetStats<v1::Worker::Service>>>;
+
+class WorkerServiceImpl final : public RawCallbackWorkerService {
  public:
   // `scheduler` must outlive the service (shut the gRPC server down first).
   // It may be nullptr and set later (the process binds its port before it
@@ -24,21 +32,25 @@ class WorkerServiceImpl final : public v1::Worker::Service {
   void set_scheduler(Scheduler* scheduler) { scheduler_.store(scheduler); }
 
   // Streams one GenerateResponse per generated token (token id, text delta
-  // with return_text, usage); the last one has finished = true. A client
-  // cancellation or a failed stream write aborts the request (its lease is
+  // with return_text, usage); the last one has finished = true. At most one
+  // write is in flight; events the scheduler pushes meanwhile wait in the
+  // request's RequestStream. A client that goes away (cancellation,
+  // deadline, failed write) aborts the request once (its lease is
   // released). Errors: see worker.proto; a request that fails after tokens
-  // were streamed ends the stream with that status.
-  grpc::Status Generate(
-      grpc::ServerContext* context, const v1::GenerateRequest* request,
-      grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  // were streamed ends the stream with that status; an unparseable body is
+  // INVALID_ARGUMENT "GenerateRequest: unparseable message (N bytes)".
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
+      grpc::CallbackServerContext* context,
+      const grpc::ByteBuffer* request) override;
 
-  grpc::Status Abort(grpc::ServerContext* context,
-                     const v1::AbortRequest* request,
-                     v1::AbortResponse* response) override;
-
-  grpc::Status GetStats(grpc::ServerContext* context,
-                        const v1::WorkerStatsRequest* request,
-                        v1::WorkerStatsResponse* response) override;
+  // Unary and non-blocking (Scheduler::Abort and Stats only take its lock),
+  // so they finish inside the handler.
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
  private:
   std::atomic<Scheduler*> scheduler_;

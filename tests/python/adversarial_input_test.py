@@ -645,6 +645,29 @@ class AdversarialInputTest(unittest.TestCase):
                     self.fail("undecodable request accepted by " + method)
                 except grpc.RpcError as e:
                     self.assertNotEqual(e.code(), grpc.StatusCode.OK)
+        # The worker parses its request bodies itself: INVALID_ARGUMENT
+        # naming the message and its size.
+        ch = channel(self.worker_ports["adv-w1"])
+        garbage = b"\xff\xff\xff\xff\x0f"
+        for method, message in (("GetStats", "WorkerStatsRequest"),
+                                ("Abort", "AbortRequest")):
+            try:
+                ch.unary_unary("/radixkv.v1.Worker/" + method)(garbage,
+                                                               timeout=5)
+                self.fail("undecodable request accepted by " + method)
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertEqual(e.details(),
+                                 message + ": unparseable message (5 bytes)")
+        try:
+            for _ in ch.unary_stream("/radixkv.v1.Worker/Generate")(
+                    garbage, timeout=5):
+                self.fail("a response to an undecodable GenerateRequest")
+            self.fail("undecodable GenerateRequest accepted")
+        except grpc.RpcError as e:
+            self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(e.details(),
+                             "GenerateRequest: unparseable message (5 bytes)")
         for p in self.procs:
             self.assertTrue(p.alive(), p.output())
         code, details, tokens, last = stream(self.rt, request([1, 5, 6]))

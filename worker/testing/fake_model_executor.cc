@@ -52,6 +52,7 @@ std::vector<int32_t> FakeModelExecutor::Generate(std::vector<int32_t> prompt,
 
 absl::Status FakeModelExecutor::Forward(const ForwardBatch& batch,
                                         std::vector<float>* logits) {
+  if (forward_hook_) forward_hook_();
   if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
   if (fail_next_) {
     fail_next_ = false;

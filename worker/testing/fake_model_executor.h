@@ -9,6 +9,7 @@
 #define RADIXKV_WORKER_TESTING_FAKE_MODEL_EXECUTOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class FakeModelExecutor : public ModelExecutor {
   void set_step_delay(absl::Duration delay) { step_delay_ = delay; }
   // The next Forward fails with INTERNAL.
   void FailNextForward() { fail_next_ = true; }
+  // Runs at the start of every Forward, on the scheduler's thread (e.g. to
+  // hold a step in the middle while a test submits from other threads).
+  void set_forward_hook(std::function<void()> hook) {
+    forward_hook_ = std::move(hook);
+  }
 
   struct BatchRecord {
     int32_t num_seqs = 0;
@@ -74,6 +80,7 @@ class FakeModelExecutor : public ModelExecutor {
   int64_t eos_at_length_ = 0;
   bool fail_next_ = false;
   absl::Duration step_delay_ = absl::ZeroDuration();
+  std::function<void()> forward_hook_;
   std::vector<BatchRecord> batches_;
 };
 
