@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "process/grpc_status.h"
+#include "process/raw_message.h"
 #include "proto/generate_request_checks.h"
 #include "spdlog/spdlog.h"
 
@@ -13,11 +15,6 @@ namespace {
 
 using radixkv::v1::GenerateRequest;
 using radixkv::v1::GenerateResponse;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
-}
 
 // How long a discovered model is used without asking the cache service
 // again (workers serving another model may register meanwhile).
@@ -31,12 +28,12 @@ constexpr absl::Duration kModelDiscoveryRetry = absl::Milliseconds(100);
 // The gRPC transport of one Generate: a GenerateSink over the server stream.
 // Deletes itself in OnDone.
 class RouterService::GrpcGenerateReactor final
-    : public grpc::ServerWriteReactor<GenerateResponse>,
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       public GenerateSink {
  public:
   GrpcGenerateReactor(RouterService* service,
                       grpc::CallbackServerContext* context,
-                      const GenerateRequest* request) {
+                      const GenerateRequest& request, absl::Status parsed) {
     GenerateCallParams params;
     params.arrival = absl::Now();
     if (context->deadline() != std::chrono::system_clock::time_point::max()) {
@@ -48,15 +45,17 @@ class RouterService::GrpcGenerateReactor final
     params.policy_name = std::string(
         (params.policy != nullptr ? params.policy : service->default_policy_)
             ->name());
-    absl::Status refused;
-    if (params.policy == nullptr) {
+    absl::Status refused = std::move(parsed);
+    if (!refused.ok()) {
+      // Unparseable request bytes: counted, nothing else.
+    } else if (params.policy == nullptr) {
       refused = absl::InvalidArgumentError(
           absl::StrCat("unknown placement policy ", unknown, " in metadata ",
                        kPolicyOverrideMetadataKey, " (one of ",
                        absl::StrJoin(PlacementPolicyNames(), ", "), ")"));
     } else {
       absl::StatusOr<std::shared_ptr<GenerateCall>> call =
-          service->Admit(*request, params, this);
+          service->Admit(request, params, this);
       if (call.ok()) {
         call_ = *std::move(call);
       } else {
@@ -81,12 +80,15 @@ class RouterService::GrpcGenerateReactor final
   // GenerateSink
   void Write(const GenerateResponse& chunk,
              std::function<void(bool)> done) override {
-    response_ = chunk;
+    if (absl::Status s = process::SerializeRawMessage(chunk, &response_);
+        !s.ok()) {
+      return done(false);
+    }
     write_done_ = std::move(done);
     StartWrite(&response_);
   }
   void Finish(const absl::Status& status) override {
-    ServerWriteReactor::Finish(ToGrpc(status));
+    ServerWriteReactor::Finish(process::ToGrpcStatus(status));
   }
 
   // ServerWriteReactor
@@ -101,7 +103,7 @@ class RouterService::GrpcGenerateReactor final
 
  private:
   std::shared_ptr<GenerateCall> call_;
-  GenerateResponse response_;
+  grpc::ByteBuffer response_;
   std::function<void(bool)> write_done_;
 };
 
@@ -486,19 +488,34 @@ absl::StatusOr<std::vector<WorkerCandidate>> RouterService::LiveWorkersFrom(
   return it->second;
 }
 
-grpc::ServerWriteReactor<GenerateResponse>* RouterService::Generate(
-    grpc::CallbackServerContext* context, const GenerateRequest* request) {
-  return new GrpcGenerateReactor(this, context, request);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* body) {
+  GenerateRequest request;
+  absl::Status parsed = process::ParseRawMessage(*body, &request);
+  return new GrpcGenerateReactor(this, context, request, std::move(parsed));
 }
 
 grpc::ServerUnaryReactor* RouterService::Abort(
-    grpc::CallbackServerContext* context,
-    const radixkv::v1::AbortRequest* request,
-    radixkv::v1::AbortResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* body,
+    grpc::ByteBuffer* response_body) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto request = std::make_shared<radixkv::v1::AbortRequest>();
+  if (absl::Status parsed = process::ParseRawMessage(*body, request.get());
+      !parsed.ok()) {
+    reactor->Finish(process::ToGrpcStatus(parsed));
+    return reactor;
+  }
+  // Answers with `aborted`, serialized into the response body.
+  auto finish = [reactor, response_body](bool aborted) {
+    radixkv::v1::AbortResponse response;
+    response.set_aborted(aborted);
+    reactor->Finish(process::ToGrpcStatus(
+        process::SerializeRawMessage(response, response_body)));
+  };
   if (absl::Status valid = radixkv::v1::CheckRequestId(request->request_id());
       !valid.ok()) {
-    reactor->Finish(ToGrpc(valid));  // never in flight; the id is not echoed
+    reactor->Finish(
+        process::ToGrpcStatus(valid));  // never in flight; the id is not echoed
     return reactor;
   }
   std::shared_ptr<GenerateCall> call;
@@ -517,9 +534,8 @@ grpc::ServerUnaryReactor* RouterService::Abort(
   const std::string address = call->worker_address();
   // Of concurrent Aborts exactly one sees true.
   const bool first = call->Abort();
-  response->set_aborted(first);
   if (!first || address.empty()) {
-    reactor->Finish(grpc::Status::OK);
+    finish(first);
     return reactor;
   }
   // Cancelling the stream already makes the worker release the request;
@@ -531,16 +547,21 @@ grpc::ServerUnaryReactor* RouterService::Abort(
   auto rpc = std::make_shared<Rpc>();
   rpc->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   WorkerStub(address)->async()->Abort(
-      &rpc->context, request, &rpc->response,
-      [rpc, reactor](grpc::Status) { reactor->Finish(grpc::Status::OK); });
+      &rpc->context, request.get(), &rpc->response,
+      [rpc, request, finish](grpc::Status) { finish(true); });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* RouterService::ListWorkers(
-    grpc::CallbackServerContext* context,
-    const radixkv::v1::ListWorkersRequest* request,
-    radixkv::v1::ListWorkersResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* body,
+    grpc::ByteBuffer* response_body) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto request = std::make_shared<radixkv::v1::ListWorkersRequest>();
+  if (absl::Status parsed = process::ParseRawMessage(*body, request.get());
+      !parsed.ok()) {
+    reactor->Finish(process::ToGrpcStatus(parsed));
+    return reactor;
+  }
   struct Rpc {
     grpc::ClientContext context;
     radixkv::v1::StatsRequest request;
@@ -551,7 +572,7 @@ grpc::ServerUnaryReactor* RouterService::ListWorkers(
       absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
   cache_service_->async()->Stats(
       &rpc->context, &rpc->request, &rpc->stats,
-      [this, rpc, reactor, request, response](grpc::Status st) {
+      [this, rpc, reactor, request, response_body](grpc::Status st) {
         if (!st.ok()) {
           reactor->Finish(grpc::Status(
               grpc::StatusCode::UNAVAILABLE,
@@ -559,11 +580,12 @@ grpc::ServerUnaryReactor* RouterService::ListWorkers(
                            " unreachable: ", st.error_message())));
           return;
         }
+        radixkv::v1::ListWorkersResponse response;
         for (const auto& w : rpc->stats.workers()) {
           if (!request->model().empty() && w.model() != request->model()) {
             continue;
           }
-          radixkv::v1::WorkerInfo* info = response->add_workers();
+          radixkv::v1::WorkerInfo* info = response.add_workers();
           info->set_worker_id(w.worker_id());
           info->set_address(w.address());
           info->set_epoch(w.epoch());
@@ -575,7 +597,8 @@ grpc::ServerUnaryReactor* RouterService::ListWorkers(
           info->set_dispatched_requests(
               load_.Get(w.worker_id()).dispatched_requests);
         }
-        reactor->Finish(grpc::Status::OK);
+        reactor->Finish(process::ToGrpcStatus(
+            process::SerializeRawMessage(response, response_body)));
       });
   return reactor;
 }

@@ -106,7 +106,16 @@ struct RouterOptions {
 // callback API (GenerateCall), so a queued or streaming request costs memory
 // only; the router sheds load before the workers do (max_in_flight_requests,
 // max_in_flight_per_worker).
-class RouterService final : public radixkv::v1::Router::CallbackService {
+// The Router methods on gRPC's callback API, with raw bodies: the service
+// parses requests itself, so an unparseable one is INVALID_ARGUMENT naming
+// the message (process/raw_message.h), not gRPC's empty INTERNAL.
+using RawCallbackRouterService =
+    radixkv::v1::Router::WithRawCallbackMethod_Generate<
+        radixkv::v1::Router::WithRawCallbackMethod_Abort<
+            radixkv::v1::Router::WithRawCallbackMethod_ListWorkers<
+                radixkv::v1::Router::Service>>>;
+
+class RouterService final : public RawCallbackRouterService {
  public:
   // `tokenizer` may be null: text prompts are then forwarded as text and
   // placed by load only. `metrics` must outlive the service.
@@ -117,17 +126,16 @@ class RouterService final : public radixkv::v1::Router::CallbackService {
   // Shuts down and waits for every request to end.
   ~RouterService() override;
 
-  grpc::ServerWriteReactor<radixkv::v1::GenerateResponse>* Generate(
+  // Router.Generate, Router.Abort and Router.ListWorkers (router.proto).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* context,
-      const radixkv::v1::GenerateRequest* request) override;
-  grpc::ServerUnaryReactor* Abort(
-      grpc::CallbackServerContext* context,
-      const radixkv::v1::AbortRequest* request,
-      radixkv::v1::AbortResponse* response) override;
-  grpc::ServerUnaryReactor* ListWorkers(
-      grpc::CallbackServerContext* context,
-      const radixkv::v1::ListWorkersRequest* request,
-      radixkv::v1::ListWorkersResponse* response) override;
+      const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // Ends every in-flight request (UNAVAILABLE "the router is shutting down
   // (its drain timeout passed) after N streamed tokens") and dispatches no

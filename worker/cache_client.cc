@@ -31,18 +31,6 @@ absl::StatusOr<Response> Call(v1::CacheService::Stub* stub, Method method,
 
 }  // namespace
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
-
 absl::StatusOr<std::unique_ptr<GrpcKvCacheClient>> GrpcKvCacheClient::Create(
     const std::string& address, absl::Duration rpc_timeout) {
   if (address.empty()) {

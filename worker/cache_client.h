@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "process/grpc_status.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 
 namespace radixkv::worker {
@@ -87,11 +88,9 @@ class GrpcKvCacheClient : public KvCacheClient {
   absl::Duration rpc_timeout_;
 };
 
-// Converts a gRPC status to an absl::Status with the same code and message.
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
-// Converts an absl::Status to a gRPC status with the same code and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
+// The worker's status conversions are the process layer's.
+using process::FromGrpcStatus;
+using process::ToGrpcStatus;
 
 }  // namespace radixkv::worker
 

@@ -1,0 +1,80 @@
+// OpenAiResponder: the answer to one OpenAI completion request that runs
+// as one GenerateCall per choice (a list of prompts). It gathers the
+// choices' chunks into one non-streamed JSON body, or writes them as
+// server-sent events in arrival order with the per-chunk backpressure of
+// the HTTP connection; the first failing choice aborts the others and
+// answers with its error (as a status code before the stream started, as an
+// error event after).
+#ifndef RADIXKV_ROUTER_OPENAI_OPENAI_RESPONDER_H_
+#define RADIXKV_ROUTER_OPENAI_OPENAI_RESPONDER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "process/http_server.h"
+#include "router/generate_call.h"
+#include "router/openai/openai_response.h"
+
+namespace radixkv::router::openai {
+
+class OpenAiResponder : public std::enable_shared_from_this<OpenAiResponder> {
+ public:
+  OpenAiResponder(std::shared_ptr<process::HttpExchange> exchange,
+                  ResponseHeader header, int num_choices, bool stream,
+                  bool include_usage);
+
+  // The sink of choice `index` (valid while the responder lives; the
+  // GenerateCall of that choice holds the responder through it).
+  GenerateSink* sink(int index);
+  // The call of choice `index`, for aborts; set once it started.
+  void SetCall(int index, std::shared_ptr<GenerateCall> call);
+  // Ends choice `index` before it started (its admission failed).
+  void FailChoice(int index, const absl::Status& status);
+  // Keeps the responder alive until every choice is done (the calls hold
+  // only its sinks), and aborts every started choice when the client goes
+  // away. Call once, before the first call starts.
+  void Start();
+
+ private:
+  class ChoiceSink;
+  struct ChoiceState {
+    std::string text;
+    std::optional<std::string> finish_reason;
+    radixkv::v1::Usage usage;
+    bool role_sent = false;
+    bool done = false;
+    std::shared_ptr<GenerateCall> call;
+  };
+
+  void OnChunk(int index, const radixkv::v1::GenerateResponse& chunk,
+               std::function<void(bool)> written);
+  void OnChoiceDone(int index, const absl::Status& status);
+  // The stream's events of `chunk` for choice `index`.
+  std::string EventsOf(int index, const radixkv::v1::GenerateResponse& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers once every choice is done.
+  void Complete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortOthers(int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<process::HttpExchange> exchange_;
+  const ResponseHeader header_;
+  const bool stream_;
+  const bool include_usage_;
+  std::vector<std::unique_ptr<ChoiceSink>> sinks_;
+
+  absl::Mutex mu_;
+  std::vector<ChoiceState> choices_ ABSL_GUARDED_BY(mu_);
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stream_started_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<OpenAiResponder> self_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace radixkv::router::openai
+
+#endif  // RADIXKV_ROUTER_OPENAI_OPENAI_RESPONDER_H_
