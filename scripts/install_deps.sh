@@ -25,6 +25,9 @@ PACKAGES=(
   # worker: tokenizer, BLAS, JSON, logging
   libsentencepiece-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev
+  # Hugging Face tokenizer.json reader: regex (Oniguruma-compatible split
+  # patterns, JIT) and Unicode normalization / properties
+  libpcre2-dev libicu-dev
   # cross-language clients (tests, examples): run on /usr/bin/python3
   python3 python3-grpcio python3-grpc-tools
   # misc tools the scripts use

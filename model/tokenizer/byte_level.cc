@@ -1,0 +1,78 @@
+#include "model/tokenizer/byte_level.h"
+
+#include <array>
+
+#include "model/tokenizer/utf8.h"
+
+namespace radixkv::model::byte_level {
+namespace {
+
+bool MapsToItself(int b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
+         (b >= 0xAE && b <= 0xFF);
+}
+
+struct Tables {
+  Tables() {
+    int next = 0;
+    for (int b = 0; b < 256; ++b) {
+      const char32_t c = MapsToItself(b) ? b : 0x100 + next++;
+      to_char[b] = c;
+      std::string utf8;
+      utf8::Append(c, &utf8);  // 1 or 2 bytes: the alphabet is below U+0800
+      encoded_len[b] = static_cast<unsigned char>(utf8.size());
+      encoded[b][0] = utf8[0];
+      encoded[b][1] = utf8.size() > 1 ? utf8[1] : '\0';
+    }
+    to_byte.fill(-1);
+    for (int b = 0; b < 256; ++b) to_byte[to_char[b]] = b;
+  }
+  std::array<char32_t, 256> to_char;
+  std::array<std::array<char, 2>, 256> encoded;  // UTF-8 of to_char
+  std::array<unsigned char, 256> encoded_len;
+  std::array<int, 0x144> to_byte;        // alphabet ends at U+0143
+};
+
+const Tables& GetTables() {
+  static const Tables* const tables = new Tables();
+  return *tables;
+}
+
+}  // namespace
+
+char32_t ByteToChar(unsigned char b) { return GetTables().to_char[b]; }
+
+int CharToByte(char32_t c) {
+  const Tables& t = GetTables();
+  return c < t.to_byte.size() ? t.to_byte[c] : -1;
+}
+
+void AppendEncoded(absl::string_view bytes, std::string* out) {
+  const Tables& t = GetTables();
+  const size_t start = out->size();
+  out->resize(start + 2 * bytes.size());
+  char* dst = out->data() + start;
+  for (char ch : bytes) {
+    const unsigned char b = static_cast<unsigned char>(ch);
+    dst[0] = t.encoded[b][0];
+    dst[1] = t.encoded[b][1];
+    dst += t.encoded_len[b];
+  }
+  out->resize(dst - out->data());
+}
+
+void AppendDecoded(absl::string_view token, std::string* out) {
+  const size_t start = out->size();
+  size_t pos = 0;
+  while (pos < token.size()) {
+    const int b = CharToByte(utf8::DecodeValid(token, &pos));
+    if (b < 0) {
+      out->resize(start);
+      out->append(token.data(), token.size());
+      return;
+    }
+    out->push_back(static_cast<char>(b));
+  }
+}
+
+}  // namespace radixkv::model::byte_level

@@ -1,0 +1,203 @@
+#include "model/tokenizer/hf_tokenizer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/tokenizer/utf8.h"
+
+namespace radixkv::model {
+
+using json_fields::Json;
+
+namespace {
+
+// Largest tokenizer.json LoadFile reads (real ones are below 40 MB).
+constexpr std::streamoff kMaxFileBytes = std::streamoff{1} << 30;
+
+absl::StatusOr<std::unique_ptr<BpeModel>> ModelFromJson(const Json& root) {
+  const Json* model = json_fields::Find(root, "model");
+  if (model == nullptr || !model->is_object()) {
+    return json_fields::Invalid("model", "missing");
+  }
+  absl::StatusOr<std::optional<std::string>> type =
+      json_fields::OptionalString(*model, "type", "model");
+  if (!type.ok()) return type.status();
+  // Old files leave out "type"; tokenizers then recognises BPE by "merges".
+  const bool bpe = type->has_value()
+                       ? **type == "BPE"
+                       : json_fields::Find(*model, "merges") != nullptr;
+  if (!bpe) {
+    return json_fields::Unsupported("model", type->value_or("(untyped)"),
+                                    "model.type");
+  }
+  return BpeModel::FromJson(*model, "model");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
+    absl::string_view json) {
+  Json root = Json::parse(json.begin(), json.end(), nullptr,
+                          /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return absl::InvalidArgumentError("tokenizer.json is not a JSON object");
+  }
+  std::unique_ptr<HfTokenizer> tokenizer(new HfTokenizer());
+  try {
+    absl::Status s = tokenizer->Load(root);
+    if (!s.ok()) return s;
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.json: unexpected JSON value: ", e.what()));
+  }
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadFile(
+    const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  const std::streamoff size = in.tellg();
+  if (size < 0 || size > kMaxFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": size ", size, " is not that of a tokenizer.json"));
+  }
+  std::string content(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(content.data(), size)) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> t = FromJson(content);
+  if (!t.ok()) {
+    return absl::Status(t.status().code(),
+                        absl::StrCat(path, ": ", t.status().message()));
+  }
+  return t;
+}
+
+absl::Status HfTokenizer::Load(const Json& root) {
+  if (const Json* v = json_fields::Find(root, "version");
+      v != nullptr && (!v->is_string() || v->get<std::string>() != "1.0")) {
+    return json_fields::Unsupported("tokenizer.json version", v->dump(),
+                                    "version");
+  }
+  for (const char* key : {"truncation", "padding"}) {
+    if (const Json* v = json_fields::Find(root, key)) {
+      return json_fields::Unsupported(key, v->dump(), key);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<BpeModel>> model = ModelFromJson(root);
+  if (!model.ok()) return model.status();
+  model_ = std::move(*model);
+  if (const Json* n = json_fields::Find(root, "normalizer")) {
+    absl::StatusOr<std::unique_ptr<Normalizer>> normalizer =
+        Normalizer::FromJson(*n, "normalizer");
+    if (!normalizer.ok()) return normalizer.status();
+    normalizer_ = std::move(*normalizer);
+  }
+  if (const Json* p = json_fields::Find(root, "pre_tokenizer")) {
+    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
+        PreTokenizer::FromJson(*p, "pre_tokenizer");
+    if (!pre.ok()) return pre.status();
+    pre_tokenizer_ = std::move(*pre);
+  }
+  absl::StatusOr<AddedVocabulary> added =
+      AddedVocabulary::Build(json_fields::Find(root, "added_tokens"),
+                             "added_tokens", *model_, normalizer_.get());
+  if (!added.ok()) return added.status();
+  added_ = std::move(*added);
+  vocab_size_ = std::max(model_->id_bound(), added_.id_bound());
+  if (const Json* p = json_fields::Find(root, "post_processor")) {
+    absl::StatusOr<std::unique_ptr<PostProcessor>> post =
+        PostProcessor::FromJson(*p, "post_processor", vocab_size_);
+    if (!post.ok()) return post.status();
+    post_processor_ = std::move(*post);
+  }
+  if (const Json* d = json_fields::Find(root, "decoder")) {
+    absl::StatusOr<std::unique_ptr<Decoder>> decoder =
+        Decoder::FromJson(*d, "decoder");
+    if (!decoder.ok()) return decoder.status();
+    decoder_ = std::move(*decoder);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(
+    absl::string_view text, bool add_special_tokens) const {
+  if (text.size() > kMaxTextBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "text of ", text.size(), " bytes exceeds ", kMaxTextBytes));
+  }
+  if (!utf8::IsValid(text)) {
+    return absl::InvalidArgumentError("text is not valid UTF-8");
+  }
+  PieceList pieces;
+  absl::Status s =
+      added_.ExtractAndNormalize(text, normalizer_.get(), &pieces);
+  if (!s.ok()) return s;
+  if (pre_tokenizer_ != nullptr) {
+    s = pre_tokenizer_->PreTokenize(&pieces);
+    if (!s.ok()) return s;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  for (const Piece& p : pieces.pieces) {
+    if (p.token_id >= 0) {
+      ids.push_back(p.token_id);
+      continue;
+    }
+    s = model_->Tokenize(pieces.View(p), &ids);
+    if (!s.ok()) return s;
+  }
+  if (add_special_tokens && post_processor_ != nullptr) {
+    post_processor_->Process(&ids);
+  }
+  return ids;
+}
+
+const std::string* HfTokenizer::TokenString(int32_t id) const {
+  if (const AddedToken* added = added_.Find(id)) return &added->content;
+  return model_->IdToToken(id);
+}
+
+absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids,
+                                                bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    const std::string* token =
+        id >= 0 && id < vocab_size_ ? TokenString(id) : nullptr;
+    if (token == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", id, " is outside [0, ", vocab_size_,
+          ") or has no token"));
+    }
+    if (skip_special_tokens && IsSpecial(id)) continue;
+    tokens.push_back(*token);
+  }
+  if (decoder_ == nullptr) return absl::StrJoin(tokens, " ");
+  absl::Status s = decoder_->DecodeChain(&tokens);
+  if (!s.ok()) return s;
+  return absl::StrJoin(tokens, "");
+}
+
+std::optional<int32_t> HfTokenizer::TokenToId(absl::string_view token) const {
+  if (std::optional<int32_t> id = added_.TokenToId(token)) return id;
+  return model_->TokenToId(token);
+}
+
+std::optional<std::string> HfTokenizer::IdToToken(int32_t id) const {
+  const std::string* token = TokenString(id);
+  if (token == nullptr) return std::nullopt;
+  return *token;
+}
+
+bool HfTokenizer::IsSpecial(int32_t id) const {
+  const AddedToken* added = added_.Find(id);
+  return added != nullptr && added->special;
+}
+
+}  // namespace radixkv::model

@@ -1,0 +1,35 @@
+// tokenizer.json "pre_tokenizer": Split, ByteLevel, Metaspace, Digits,
+// Punctuation, Whitespace, WhitespaceSplit and Sequence, with tokenizers'
+// semantics (tokenizers/src/pre_tokenizers/*.rs). Anything else is refused.
+#ifndef RADIXKV_MODEL_TOKENIZER_PRE_TOKENIZER_H_
+#define RADIXKV_MODEL_TOKENIZER_PRE_TOKENIZER_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/tokenizer/json_fields.h"
+#include "model/tokenizer/pieces.h"
+
+namespace radixkv::model {
+
+// Immutable after construction; PreTokenize may be called concurrently.
+class PreTokenizer {
+ public:
+  virtual ~PreTokenizer() = default;
+
+  // Splits (and, for ByteLevel and Metaspace, rewrites) every text piece of
+  // *pieces; pieces that are already added tokens pass through unchanged.
+  // Empty pieces are dropped. RESOURCE_EXHAUSTED from the regex engine.
+  virtual absl::Status PreTokenize(PieceList* pieces) const = 0;
+
+  // Builds the pre-tokenizer described by `json` at `path`. INVALID_ARGUMENT
+  // naming the type and path for an unsupported or malformed component.
+  static absl::StatusOr<std::unique_ptr<PreTokenizer>> FromJson(
+      const json_fields::Json& json, absl::string_view path);
+};
+
+}  // namespace radixkv::model
+
+#endif  // RADIXKV_MODEL_TOKENIZER_PRE_TOKENIZER_H_
