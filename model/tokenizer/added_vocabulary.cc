@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "model/tokenizer/pipeline.h"
 #include "model/tokenizer/unicode.h"
 #include "model/tokenizer/utf8.h"
 
@@ -204,10 +205,10 @@ std::optional<int32_t> AddedVocabulary::TokenToId(
   return it->second;
 }
 
-// tokenizers' AddedVocabulary::find_matches + split_with_indices.
-void AddedVocabulary::Split(const TokenTrie& trie, absl::string_view text,
-                            const Piece& parent, uint32_t base,
-                            std::vector<Piece>* out) const {
+// tokenizers' AddedVocabulary::find_matches.
+absl::Status AddedVocabulary::Split(const TokenTrie& trie,
+                                    absl::string_view text,
+                                    PartSink sink) const {
   const size_t n = text.size();
   size_t start_offset = 0;
   size_t i = 0;
@@ -236,66 +237,57 @@ void AddedVocabulary::Split(const TokenTrie& trie, absl::string_view text,
       start = std::max(TrailingSpaceStart(text.substr(0, start)), start_offset);
     }
     if (token.rstrip) stop += LeadingSpaceLength(text.substr(stop));
+    absl::Status s;
     if (start_offset < start) {
-      AppendSlice(parent, base, static_cast<uint32_t>(start_offset),
-                  static_cast<uint32_t>(start), out);
+      s = sink(static_cast<uint32_t>(start_offset),
+               static_cast<uint32_t>(start), -1);
     }
-    Piece added;
-    added.token_id = token.id;
-    out->push_back(added);
+    if (s.ok()) s = sink(0, 0, token.id);
+    if (!s.ok()) return s;
     start_offset = stop;
   }
   if (start_offset < n) {
-    AppendSlice(parent, base, static_cast<uint32_t>(start_offset),
-                static_cast<uint32_t>(n), out);
+    return sink(static_cast<uint32_t>(start_offset), static_cast<uint32_t>(n),
+                -1);
   }
+  return absl::OkStatus();
 }
 
 absl::Status AddedVocabulary::ExtractAndNormalize(absl::string_view text,
                                                   const Normalizer* normalizer,
-                                                  PieceList* out) const {
-  Piece whole;
-  whole.at_origin = true;
-  out->text.assign(text.data(), text.size());
-  out->pieces.clear();
+                                                  Sink sink) const {
   if (text.empty()) return absl::OkStatus();
-  whole.end = static_cast<uint32_t>(text.size());
-  if (raw_trie_.empty()) {
-    out->pieces.push_back(whole);
-  } else {
-    Split(raw_trie_, text, whole, 0, &out->pieces);
-  }
-  if (normalizer == nullptr && normalized_trie_.empty()) {
-    return absl::OkStatus();
-  }
-  PieceList next;
-  next.text.reserve(out->text.size());
-  std::string normalized;
-  for (const Piece& p : out->pieces) {
-    if (p.token_id >= 0) {
-      next.pieces.push_back(p);
-      continue;
+  // Stage 2 for one raw piece: normalize it, then split on the normalized
+  // tokens. A slice keeps the origin if it starts a piece that starts the
+  // input and normalization dropped nothing in front.
+  auto normalize_and_split = [&](absl::string_view piece,
+                                 bool at_origin) -> absl::Status {
+    if (normalizer == nullptr && normalized_trie_.empty()) {
+      return sink(piece, at_origin, -1);
     }
-    const absl::string_view piece_text = out->View(p);
-    normalized.assign(piece_text.data(), piece_text.size());
+    ScratchString normalized;
+    normalized.get().assign(piece.data(), piece.size());
     bool head_moved = false;
     if (normalizer != nullptr) {
-      absl::Status s = normalizer->Normalize(&normalized, &head_moved);
+      absl::Status s = normalizer->Normalize(&normalized.get(), &head_moved);
       if (!s.ok()) return s;
     }
-    Piece parent = p;
-    parent.head_aligned = !head_moved;
-    const uint32_t base = static_cast<uint32_t>(next.text.size());
-    next.text.append(normalized);
-    if (normalized_trie_.empty()) {
-      AppendSlice(parent, base, 0, static_cast<uint32_t>(normalized.size()),
-                  &next.pieces);
-    } else {
-      Split(normalized_trie_, normalized, parent, base, &next.pieces);
-    }
-  }
-  *out = std::move(next);
-  return absl::OkStatus();
+    const absl::string_view n = normalized.get();
+    if (n.empty()) return absl::OkStatus();
+    const bool origin = at_origin && !head_moved;
+    if (normalized_trie_.empty()) return sink(n, origin, -1);
+    return Split(normalized_trie_, n,
+                 [&](uint32_t begin, uint32_t end, int32_t id) {
+                   if (id >= 0) return sink({}, false, id);
+                   return sink(n.substr(begin, end - begin),
+                               origin && begin == 0, -1);
+                 });
+  };
+  if (raw_trie_.empty()) return normalize_and_split(text, true);
+  return Split(raw_trie_, text, [&](uint32_t begin, uint32_t end, int32_t id) {
+    if (id >= 0) return sink({}, false, id);
+    return normalize_and_split(text.substr(begin, end - begin), begin == 0);
+  });
 }
 
 }  // namespace radixkv::model

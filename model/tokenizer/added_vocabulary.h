@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/tokenizer/bpe_model.h"
 #include "model/tokenizer/json_fields.h"
 #include "model/tokenizer/normalizer.h"
-#include "model/tokenizer/pieces.h"
 
 namespace radixkv::model {
 
@@ -79,13 +79,19 @@ class AddedVocabulary {
                                                const BpeModel& model,
                                                const Normalizer* normalizer);
 
+  // Receives, in order, the pieces ExtractAndNormalize makes: an added
+  // token (token_id >= 0, text empty) or a normalized text piece
+  // (token_id == -1; `at_origin` as in TextSink).
+  using Sink = absl::FunctionRef<absl::Status(
+      absl::string_view text, bool at_origin, int32_t token_id)>;
+
   // tokenizers' extract_and_normalize: splits `text` on the non-normalized
-  // tokens, normalizes every other piece, splits those on the normalized
-  // tokens, and writes the result to *out (pieces with token_id >= 0 are
-  // added tokens).
+  // tokens, normalizes every other piece (tokenizers normalizes each piece
+  // on its own), and splits those on the normalized tokens. Returns the
+  // first error of `sink` or of the normalizer.
   absl::Status ExtractAndNormalize(absl::string_view text,
                                    const Normalizer* normalizer,
-                                   PieceList* out) const;
+                                   Sink sink) const;
 
   // The added token with `id`, or nullptr.
   const AddedToken* Find(int32_t id) const;
@@ -96,11 +102,15 @@ class AddedVocabulary {
   int32_t id_bound() const { return id_bound_; }
 
  private:
-  // Appends to *out the pieces of `text` (at buffer offset `base`, the text
-  // of `parent`) split on the tokens of `trie`.
-  void Split(const TokenTrie& trie, absl::string_view text,
-             const Piece& parent, uint32_t base,
-             std::vector<Piece>* out) const;
+  // Receives the parts of a piece split on a trie: a byte range of it
+  // (token_id -1) or an added token.
+  using PartSink =
+      absl::FunctionRef<absl::Status(uint32_t begin, uint32_t end,
+                                     int32_t token_id)>;
+
+  // Splits `text` on the tokens of `trie` (tokenizers' find_matches).
+  absl::Status Split(const TokenTrie& trie, absl::string_view text,
+                     PartSink sink) const;
 
   std::vector<AddedToken> tokens_;  // specials first, then the others
   absl::flat_hash_map<int32_t, size_t> by_id_;

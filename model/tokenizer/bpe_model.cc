@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/utf8.h"
 
@@ -32,14 +31,15 @@ struct QueueAfter {
 
 }  // namespace
 
-const BpeCache::Shard& BpeCache::ShardFor(absl::string_view word) const {
-  return shards_[absl::Hash<absl::string_view>()(word) % kShards];
-}
+static_assert(BpeCache::kCapacity / 16 > 0);
 
 bool BpeCache::Lookup(absl::string_view word, std::vector<int32_t>* out) const {
-  const Shard& shard = ShardFor(word);
-  absl::ReaderMutexLock lock(&shard.mu);
-  auto it = shard.map.find(word);
+  const size_t hash = Map::hasher()(word);
+  // High bits pick the shard; the table itself uses the low ones.
+  Shard& shard = shards_[hash >> (8 * sizeof(size_t) - 4)];
+  std::unique_lock<std::mutex> lock(shard.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  auto it = shard.map.find(word, hash);
   if (it == shard.map.end()) return false;
   out->insert(out->end(), it->second.begin(), it->second.end());
   return true;
@@ -47,8 +47,10 @@ bool BpeCache::Lookup(absl::string_view word, std::vector<int32_t>* out) const {
 
 void BpeCache::Insert(absl::string_view word,
                       absl::Span<const int32_t> ids) const {
-  Shard& shard = const_cast<Shard&>(ShardFor(word));
-  absl::MutexLock lock(&shard.mu);
+  const size_t hash = Map::hasher()(word);
+  Shard& shard = shards_[hash >> (8 * sizeof(size_t) - 4)];
+  std::unique_lock<std::mutex> lock(shard.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   if (shard.map.size() >= kCapacity / kShards) shard.map.clear();
   shard.map.emplace(word, std::vector<int32_t>(ids.begin(), ids.end()));
 }

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,7 +19,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "model/tokenizer/json_fields.h"
 
@@ -28,25 +28,26 @@ namespace radixkv::model {
 inline constexpr int32_t kMaxTokenId = (1 << 24) - 1;
 
 // Word -> ids cache with a bounded number of entries (tokenizers keeps
-// 10,000 words shorter than 256 bytes). Sharded, mutex-protected; a full
-// shard is cleared, so memory stays bounded whatever the input.
+// 10,000 words shorter than 256 bytes). Sharded; like tokenizers' cache
+// (RwLock::try_read / try_write) a shard that another thread holds is
+// skipped rather than waited for, so the cache never blocks. A full shard is
+// cleared, so memory stays bounded whatever the input.
 class BpeCache {
  public:
   static constexpr size_t kCapacity = 10000;
   static constexpr size_t kMaxWordBytes = 256;
 
-  // Appends the cached ids of `word` to *out; false if absent.
+  // Appends the cached ids of `word` to *out; false if absent (or busy).
   bool Lookup(absl::string_view word, std::vector<int32_t>* out) const;
   void Insert(absl::string_view word, absl::Span<const int32_t> ids) const;
 
  private:
   static constexpr size_t kShards = 16;
+  using Map = absl::flat_hash_map<std::string, std::vector<int32_t>>;
   struct Shard {
-    mutable absl::Mutex mu;
-    absl::flat_hash_map<std::string, std::vector<int32_t>> map
-        ABSL_GUARDED_BY(mu);
+    std::mutex mu;
+    Map map;  // guarded by mu
   };
-  const Shard& ShardFor(absl::string_view word) const;
   mutable std::array<Shard, kShards> shards_;
 };
 

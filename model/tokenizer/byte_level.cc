@@ -7,48 +7,51 @@
 namespace radixkv::model::byte_level {
 namespace {
 
-bool MapsToItself(int b) {
+constexpr bool MapsToItself(int b) {
   return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
          (b >= 0xAE && b <= 0xFF);
 }
 
 struct Tables {
-  Tables() {
-    int next = 0;
-    for (int b = 0; b < 256; ++b) {
-      const char32_t c = MapsToItself(b) ? b : 0x100 + next++;
-      to_char[b] = c;
-      std::string utf8;
-      utf8::Append(c, &utf8);  // 1 or 2 bytes: the alphabet is below U+0800
-      encoded_len[b] = static_cast<unsigned char>(utf8.size());
-      encoded[b][0] = utf8[0];
-      encoded[b][1] = utf8.size() > 1 ? utf8[1] : '\0';
-    }
-    to_byte.fill(-1);
-    for (int b = 0; b < 256; ++b) to_byte[to_char[b]] = b;
-  }
-  std::array<char32_t, 256> to_char;
-  std::array<std::array<char, 2>, 256> encoded;  // UTF-8 of to_char
-  std::array<unsigned char, 256> encoded_len;
-  std::array<int, 0x144> to_byte;        // alphabet ends at U+0143
+  std::array<char32_t, 256> to_char{};
+  std::array<std::array<char, 2>, 256> encoded{};  // UTF-8 of to_char
+  std::array<unsigned char, 256> encoded_len{};
+  std::array<int, 0x144> to_byte{};  // the alphabet ends at U+0143
 };
 
-const Tables& GetTables() {
-  static const Tables* const tables = new Tables();
-  return *tables;
+constexpr Tables MakeTables() {
+  Tables t;
+  int next = 0;
+  for (int b = 0; b < 256; ++b) {
+    const char32_t c = MapsToItself(b) ? b : 0x100 + next++;
+    t.to_char[b] = c;
+    // 1 or 2 UTF-8 bytes: the alphabet is below U+0800.
+    if (c < 0x80) {
+      t.encoded[b] = {static_cast<char>(c), 0};
+      t.encoded_len[b] = 1;
+    } else {
+      t.encoded[b] = {static_cast<char>(0xC0 | (c >> 6)),
+                      static_cast<char>(0x80 | (c & 0x3F))};
+      t.encoded_len[b] = 2;
+    }
+  }
+  for (auto& v : t.to_byte) v = -1;
+  for (int b = 0; b < 256; ++b) t.to_byte[t.to_char[b]] = b;
+  return t;
 }
+
+constexpr Tables kTables = MakeTables();
 
 }  // namespace
 
-char32_t ByteToChar(unsigned char b) { return GetTables().to_char[b]; }
+char32_t ByteToChar(unsigned char b) { return kTables.to_char[b]; }
 
 int CharToByte(char32_t c) {
-  const Tables& t = GetTables();
-  return c < t.to_byte.size() ? t.to_byte[c] : -1;
+  return c < kTables.to_byte.size() ? kTables.to_byte[c] : -1;
 }
 
 void AppendEncoded(absl::string_view bytes, std::string* out) {
-  const Tables& t = GetTables();
+  const Tables& t = kTables;
   const size_t start = out->size();
   out->resize(start + 2 * bytes.size());
   char* dst = out->data() + start;

@@ -134,24 +134,22 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(
   if (!utf8::IsValid(text)) {
     return absl::InvalidArgumentError("text is not valid UTF-8");
   }
-  PieceList pieces;
-  absl::Status s =
-      added_.ExtractAndNormalize(text, normalizer_.get(), &pieces);
-  if (!s.ok()) return s;
-  if (pre_tokenizer_ != nullptr) {
-    s = pre_tokenizer_->PreTokenize(&pieces);
-    if (!s.ok()) return s;
-  }
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  for (const Piece& p : pieces.pieces) {
-    if (p.token_id >= 0) {
-      ids.push_back(p.token_id);
-      continue;
-    }
-    s = model_->Tokenize(pieces.View(p), &ids);
-    if (!s.ok()) return s;
-  }
+  ids.reserve(text.size() / 4 + 4);
+  auto to_model = [&](absl::string_view word, bool) {
+    return model_->Tokenize(word, &ids);
+  };
+  absl::Status s = added_.ExtractAndNormalize(
+      text, normalizer_.get(),
+      [&](absl::string_view piece, bool at_origin, int32_t id) {
+        if (id >= 0) {
+          ids.push_back(id);
+          return absl::OkStatus();
+        }
+        if (pre_tokenizer_ == nullptr) return to_model(piece, at_origin);
+        return pre_tokenizer_->PreTokenize(piece, at_origin, to_model);
+      });
+  if (!s.ok()) return s;
   if (add_special_tokens && post_processor_ != nullptr) {
     post_processor_->Process(&ids);
   }

@@ -15,7 +15,6 @@ namespace radixkv::model {
 namespace {
 
 using json_fields::Json;
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 // GPT-2's pre-tokenization regex (Oniguruma syntax), tokenizers'
 // pre_tokenizers/byte_level.rs.
@@ -26,112 +25,50 @@ constexpr absl::string_view kGpt2Pattern =
 // tokenizers' Whitespace pre-tokenizer pattern (Oniguruma syntax).
 constexpr absl::string_view kWhitespacePattern = "\\w+|[^\\w\\s]+";
 
-absl::Status Segments(const Regex& regex, absl::string_view text,
-                      std::vector<Segment>* out) {
-  std::vector<Regex::Match> matches;
-  absl::Status s = regex.FindAll(text, &matches);
-  if (!s.ok()) return s;
-  SegmentsFromMatches(matches, static_cast<uint32_t>(text.size()), out);
-  return absl::OkStatus();
+// Passes the slices [begin, end) of `text` to `sink`; a slice keeps the
+// origin only if it starts the piece.
+auto SliceSink(absl::string_view text, bool at_origin, TextSink sink) {
+  return [text, at_origin, sink](uint32_t begin, uint32_t end) {
+    return sink(text.substr(begin, end - begin), at_origin && begin == 0);
+  };
 }
 
-// Copies added-token pieces of `in` to `out` (their text is no longer
-// needed, so they keep an empty range).
-void CopyAddedPiece(const Piece& p, std::vector<Piece>* out) {
-  Piece copy = p;
-  copy.begin = copy.end = 0;
-  out->push_back(copy);
-}
-
-// Pre-tokenizers that only cut pieces: the text buffer is unchanged.
-class SplittingPreTokenizer : public PreTokenizer {
- public:
-  SplittingPreTokenizer(SplitBehavior behavior, bool invert)
-      : behavior_(behavior), invert_(invert) {}
-
-  absl::Status PreTokenize(PieceList* pieces) const final {
-    std::vector<Piece> out;
-    out.reserve(pieces->pieces.size());
-    std::vector<Segment> segments;
-    Ranges kept;
-    for (const Piece& p : pieces->pieces) {
-      if (p.token_id >= 0) {
-        out.push_back(p);
-        continue;
-      }
-      segments.clear();
-      absl::Status s = FindSegments(pieces->View(p), &segments);
-      if (!s.ok()) return s;
-      if (invert_) {
-        for (Segment& seg : segments) seg.is_match = !seg.is_match;
-      }
-      kept.clear();
-      ApplySplitBehavior(segments, behavior_, &kept);
-      for (const auto& [begin, end] : kept) {
-        AppendSlice(p, p.begin, begin, end, &out);
-      }
-    }
-    pieces->pieces = std::move(out);
-    return absl::OkStatus();
-  }
-
- protected:
-  virtual absl::Status FindSegments(absl::string_view text,
-                                    std::vector<Segment>* out) const = 0;
-
- private:
-  SplitBehavior behavior_;
-  bool invert_;
-};
-
-class RegexSplit : public SplittingPreTokenizer {
+class RegexSplit : public PreTokenizer {
  public:
   RegexSplit(std::unique_ptr<Regex> regex, SplitBehavior behavior, bool invert)
-      : SplittingPreTokenizer(behavior, invert), regex_(std::move(regex)) {}
+      : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
 
- protected:
-  absl::Status FindSegments(absl::string_view text,
-                            std::vector<Segment>* out) const override {
-    return Segments(*regex_, text, out);
+  absl::Status PreTokenize(absl::string_view text, bool at_origin,
+                           TextSink sink) const override {
+    auto emit = SliceSink(text, at_origin, sink);
+    SegmentSplitter splitter(behavior_, invert_, emit);
+    return SplitOnRegex(*regex_, text, &splitter);
   }
 
  private:
   std::unique_ptr<Regex> regex_;
+  SplitBehavior behavior_;
+  bool invert_;
 };
 
 // Splits on single characters a predicate selects (Digits, Punctuation,
 // WhitespaceSplit).
-class CharSplit : public SplittingPreTokenizer {
+class CharSplit : public PreTokenizer {
  public:
   CharSplit(bool (*pred)(char32_t), SplitBehavior behavior)
-      : SplittingPreTokenizer(behavior, false), pred_(pred) {}
+      : pred_(pred), behavior_(behavior) {}
 
- protected:
-  absl::Status FindSegments(absl::string_view text,
-                            std::vector<Segment>* out) const override {
-    SegmentsFromChars(text, pred_, out);
-    return absl::OkStatus();
+  absl::Status PreTokenize(absl::string_view text, bool at_origin,
+                           TextSink sink) const override {
+    auto emit = SliceSink(text, at_origin, sink);
+    SegmentSplitter splitter(behavior_, false, emit);
+    return SplitOnChars(text, pred_, &splitter);
   }
 
  private:
   bool (*pred_)(char32_t);
+  SplitBehavior behavior_;
 };
-
-// Appends a rewritten piece's slices to `out`, each encoded by `append`.
-template <typename AppendFn>
-void AppendRewrittenSlices(const Piece& parent, absl::string_view rewritten,
-                           const Ranges& kept, AppendFn append,
-                           PieceList* out) {
-  for (const auto& [begin, end] : kept) {
-    if (begin >= end) continue;
-    Piece np;
-    np.begin = static_cast<uint32_t>(out->text.size());
-    append(rewritten.substr(begin, end - begin), &out->text);
-    np.end = static_cast<uint32_t>(out->text.size());
-    np.at_origin = begin == 0 && parent.at_origin && parent.head_aligned;
-    out->pieces.push_back(np);
-  }
-}
 
 // ByteLevel: optional leading space, optional GPT-2 split, then every byte
 // written as its byte-level character.
@@ -140,37 +77,26 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, std::unique_ptr<Regex> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
 
-  absl::Status PreTokenize(PieceList* pieces) const override {
-    PieceList out;
-    out.text.reserve(pieces->text.size() + pieces->text.size() / 2);
-    out.pieces.reserve(pieces->pieces.size());
-    std::string prefixed;
-    std::vector<Segment> segments;
-    Ranges kept;
-    for (const Piece& p : pieces->pieces) {
-      if (p.token_id >= 0) {
-        CopyAddedPiece(p, &out.pieces);
-        continue;
-      }
-      absl::string_view text = pieces->View(p);
-      if (add_prefix_space_ && text[0] != ' ') {
-        prefixed.assign(" ");
-        prefixed.append(text.data(), text.size());
-        text = prefixed;
-      }
-      kept.clear();
-      if (regex_ != nullptr) {
-        segments.clear();
-        absl::Status s = Segments(*regex_, text, &segments);
-        if (!s.ok()) return s;
-        ApplySplitBehavior(segments, SplitBehavior::kIsolated, &kept);
-      } else {
-        kept.push_back({0, static_cast<uint32_t>(text.size())});
-      }
-      AppendRewrittenSlices(p, text, kept, byte_level::AppendEncoded, &out);
+  absl::Status PreTokenize(absl::string_view text, bool at_origin,
+                           TextSink sink) const override {
+    ScratchString prefixed;
+    if (add_prefix_space_ && text[0] != ' ') {
+      prefixed.get().push_back(' ');
+      prefixed.get().append(text.data(), text.size());
+      text = prefixed.get();
     }
-    *pieces = std::move(out);
-    return absl::OkStatus();
+    ScratchString encoded;
+    auto emit = [&](uint32_t begin, uint32_t end) {
+      encoded.get().clear();
+      byte_level::AppendEncoded(text.substr(begin, end - begin),
+                                &encoded.get());
+      return sink(encoded.get(), at_origin && begin == 0);
+    };
+    if (regex_ == nullptr) {
+      return emit(0, static_cast<uint32_t>(text.size()));
+    }
+    SegmentSplitter splitter(SplitBehavior::kIsolated, false, emit);
+    return SplitOnRegex(*regex_, text, &splitter);
   }
 
  private:
@@ -189,39 +115,22 @@ class Metaspace : public PreTokenizer {
     utf8::Append(replacement, &replacement_utf8_);
   }
 
-  absl::Status PreTokenize(PieceList* pieces) const override {
-    PieceList out;
-    std::string rewritten;
-    std::vector<Segment> segments;
-    Ranges kept;
-    for (const Piece& p : pieces->pieces) {
-      if (p.token_id >= 0) {
-        CopyAddedPiece(p, &out.pieces);
-        continue;
-      }
-      Rewrite(pieces->View(p), p.at_origin, &rewritten);
-      kept.clear();
-      if (split_) {
-        segments.clear();
-        const char32_t r = replacement_;
-        SegmentsFromChars(rewritten, [r](char32_t c) { return c == r; },
-                          &segments);
-        ApplySplitBehavior(segments, SplitBehavior::kMergedWithNext, &kept);
-      } else {
-        kept.push_back({0, static_cast<uint32_t>(rewritten.size())});
-      }
-      AppendRewrittenSlices(
-          p, rewritten, kept,
-          [](absl::string_view s, std::string* o) { o->append(s.data(), s.size()); }, &out);
-    }
-    *pieces = std::move(out);
-    return absl::OkStatus();
+  absl::Status PreTokenize(absl::string_view text, bool at_origin,
+                           TextSink sink) const override {
+    ScratchString rewritten;
+    Rewrite(text, at_origin, &rewritten.get());
+    const absl::string_view r = rewritten.get();
+    if (!split_) return sink(r, at_origin);
+    auto emit = SliceSink(r, at_origin, sink);
+    SegmentSplitter splitter(SplitBehavior::kMergedWithNext, false, emit);
+    const char32_t replacement = replacement_;
+    return SplitOnChars(
+        r, [replacement](char32_t c) { return c == replacement; }, &splitter);
   }
 
  private:
   void Rewrite(absl::string_view text, bool at_origin,
                std::string* out) const {
-    out->clear();
     for (char c : text) {
       if (c == ' ') {
         out->append(replacement_utf8_);
@@ -233,7 +142,7 @@ class Metaspace : public PreTokenizer {
         absl::string_view(*out).substr(0, replacement_utf8_.size()) ==
         replacement_utf8_;
     const bool prepend =
-        !out->empty() && !starts_with_replacement &&
+        !starts_with_replacement &&
         (scheme_ == PrependScheme::kAlways ||
          (scheme_ == PrependScheme::kFirst && at_origin));
     if (prepend) out->insert(0, replacement_utf8_);
@@ -249,15 +158,23 @@ class Sequence : public PreTokenizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> steps)
       : steps_(std::move(steps)) {}
-  absl::Status PreTokenize(PieceList* pieces) const override {
-    for (const auto& step : steps_) {
-      absl::Status s = step->PreTokenize(pieces);
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
+
+  absl::Status PreTokenize(absl::string_view text, bool at_origin,
+                           TextSink sink) const override {
+    return Run(0, text, at_origin, sink);
   }
 
  private:
+  // Step `i` on one piece, its output fed to step i + 1.
+  absl::Status Run(size_t i, absl::string_view text, bool at_origin,
+                   TextSink sink) const {
+    if (i == steps_.size()) return sink(text, at_origin);
+    return steps_[i]->PreTokenize(
+        text, at_origin, [this, i, sink](absl::string_view t, bool o) {
+          return Run(i + 1, t, o, sink);
+        });
+  }
+
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
 };
 

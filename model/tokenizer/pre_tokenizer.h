@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/tokenizer/json_fields.h"
-#include "model/tokenizer/pieces.h"
+#include "model/tokenizer/pipeline.h"
 
 namespace radixkv::model {
 
@@ -19,10 +19,12 @@ class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
 
-  // Splits (and, for ByteLevel and Metaspace, rewrites) every text piece of
-  // *pieces; pieces that are already added tokens pass through unchanged.
-  // Empty pieces are dropped. RESOURCE_EXHAUSTED from the regex engine.
-  virtual absl::Status PreTokenize(PieceList* pieces) const = 0;
+  // Splits (and, for ByteLevel and Metaspace, rewrites) the non-empty
+  // piece `text` and passes the resulting pieces, in order, to `sink`
+  // (empty ones are dropped). `at_origin`: see TextSink. Returns the first
+  // error of `sink`, or RESOURCE_EXHAUSTED from the regex engine.
+  virtual absl::Status PreTokenize(absl::string_view text, bool at_origin,
+                                   TextSink sink) const = 0;
 
   // Builds the pre-tokenizer described by `json` at `path`. INVALID_ARGUMENT
   // naming the type and path for an unsupported or malformed component.

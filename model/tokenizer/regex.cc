@@ -288,6 +288,14 @@ Regex::~Regex() { pcre2_code_free(code_); }
 
 absl::Status Regex::FindAll(absl::string_view text,
                             std::vector<Match>* out) const {
+  return ForEachMatch(text, [out](Match m) {
+    out->push_back(m);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Regex::ForEachMatch(
+    absl::string_view text, absl::FunctionRef<absl::Status(Match)> fn) const {
   MatchScratch& scratch = ThreadScratch();
   if (scratch.match_data == nullptr) {
     return absl::ResourceExhaustedError("PCRE2 match data allocation failed");
@@ -318,9 +326,11 @@ absl::Status Regex::FindAll(absl::string_view text,
       pos += utf8::SequenceLength(static_cast<unsigned char>(text[pos]));
       continue;
     }
-    out->push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end)});
     pos = end;
     last_end = end;
+    absl::Status s =
+        fn(Match{static_cast<uint32_t>(begin), static_cast<uint32_t>(end)});
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

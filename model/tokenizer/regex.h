@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 struct pcre2_real_code_8;
@@ -61,10 +62,15 @@ class Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  // Appends to *out the successive non-overlapping matches in `text` (valid
+  // Calls `fn` with the successive non-overlapping matches in `text` (valid
   // UTF-8), as the onig crate's find_iter: leftmost first, an empty match
-  // right where the previous match ended is skipped by one character.
-  // RESOURCE_EXHAUSTED if PCRE2's match limit is hit.
+  // right where the previous match ended is skipped by one character. Stops
+  // at the first error `fn` returns. RESOURCE_EXHAUSTED if PCRE2's match
+  // limit is hit.
+  absl::Status ForEachMatch(absl::string_view text,
+                            absl::FunctionRef<absl::Status(Match)> fn) const;
+
+  // ForEachMatch collecting the matches into *out.
   absl::Status FindAll(absl::string_view text, std::vector<Match>* out) const;
 
  private:

@@ -1,6 +1,5 @@
 #include "model/tokenizer/split_behavior.h"
 
-#include <algorithm>
 #include <string>
 
 namespace radixkv::model {
@@ -25,64 +24,78 @@ absl::StatusOr<SplitBehavior> ParseSplitBehavior(
                                   json_fields::Child(path, key));
 }
 
-void SegmentsFromMatches(const std::vector<Regex::Match>& matches,
-                         uint32_t length, std::vector<Segment>* out) {
-  uint32_t prev = 0;
-  for (const Regex::Match& m : matches) {
-    if (prev != m.begin) out->push_back({prev, m.begin, false});
-    out->push_back({m.begin, m.end, true});
-    prev = m.end;
+// Each case is the forward, one-pending-segment form of the fold tokenizers
+// runs over the segment list in NormalizedString::split.
+absl::Status SegmentSplitter::Add(uint32_t begin, uint32_t end,
+                                  bool is_match) {
+  if (invert_) is_match = !is_match;
+  absl::Status s;
+  switch (behavior_) {
+    case SplitBehavior::kIsolated:
+      return Emit(begin, end);
+    case SplitBehavior::kRemoved:
+      return is_match ? absl::OkStatus() : Emit(begin, end);
+    case SplitBehavior::kContiguous:
+      if (has_pending_ && is_match == pending_match_) {
+        pending_end_ = end;
+        return absl::OkStatus();
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      if (has_pending_ && is_match && !previous_match_) {
+        pending_end_ = end;
+        previous_match_ = is_match;
+        return absl::OkStatus();
+      }
+      previous_match_ = is_match;
+      break;
+    case SplitBehavior::kMergedWithNext:
+      // A pending segment is a match waiting for the gap after it.
+      if (has_pending_) {
+        has_pending_ = false;
+        if (!is_match) return Emit(pending_begin_, end);
+        s = Emit(pending_begin_, pending_end_);
+        if (!s.ok()) return s;
+      }
+      if (!is_match) return Emit(begin, end);
+      has_pending_ = true;
+      pending_begin_ = begin;
+      pending_end_ = end;
+      return absl::OkStatus();
   }
-  if (prev != length) out->push_back({prev, length, false});
+  if (has_pending_) {
+    s = Emit(pending_begin_, pending_end_);
+    if (!s.ok()) return s;
+  }
+  has_pending_ = true;
+  pending_begin_ = begin;
+  pending_end_ = end;
+  pending_match_ = is_match;
+  return absl::OkStatus();
 }
 
-void ApplySplitBehavior(const std::vector<Segment>& segments,
-                        SplitBehavior behavior,
-                        std::vector<std::pair<uint32_t, uint32_t>>* kept) {
-  const size_t first = kept->size();
-  bool previous_match = false;
-  switch (behavior) {
-    case SplitBehavior::kIsolated:
-      for (const Segment& s : segments) kept->push_back({s.begin, s.end});
-      return;
-    case SplitBehavior::kRemoved:
-      for (const Segment& s : segments) {
-        if (!s.is_match) kept->push_back({s.begin, s.end});
-      }
-      return;
-    case SplitBehavior::kContiguous:
-      for (const Segment& s : segments) {
-        if (s.is_match == previous_match && kept->size() > first) {
-          kept->back().second = s.end;
-        } else {
-          kept->push_back({s.begin, s.end});
-        }
-        previous_match = s.is_match;
-      }
-      return;
-    case SplitBehavior::kMergedWithPrevious:
-      for (const Segment& s : segments) {
-        if (s.is_match && !previous_match && kept->size() > first) {
-          kept->back().second = s.end;
-        } else {
-          kept->push_back({s.begin, s.end});
-        }
-        previous_match = s.is_match;
-      }
-      return;
-    case SplitBehavior::kMergedWithNext:
-      // Walks backwards: a match joins the piece after it.
-      for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
-        if (it->is_match && !previous_match && kept->size() > first) {
-          kept->back().first = it->begin;
-        } else {
-          kept->push_back({it->begin, it->end});
-        }
-        previous_match = it->is_match;
-      }
-      std::reverse(kept->begin() + first, kept->end());
-      return;
+absl::Status SegmentSplitter::Finish() {
+  if (!has_pending_) return absl::OkStatus();
+  has_pending_ = false;
+  return Emit(pending_begin_, pending_end_);
+}
+
+absl::Status SplitOnRegex(const Regex& regex, absl::string_view text,
+                          SegmentSplitter* splitter) {
+  uint32_t prev = 0;
+  absl::Status s = regex.ForEachMatch(text, [&](Regex::Match m) {
+    absl::Status added;
+    if (prev != m.begin) added = splitter->Add(prev, m.begin, false);
+    if (added.ok()) added = splitter->Add(m.begin, m.end, true);
+    prev = m.end;
+    return added;
+  });
+  if (!s.ok()) return s;
+  if (prev != text.size()) {
+    s = splitter->Add(prev, static_cast<uint32_t>(text.size()), false);
+    if (!s.ok()) return s;
   }
+  return splitter->Finish();
 }
 
 }  // namespace radixkv::model
