@@ -25,7 +25,8 @@ absl::StatusOr<AddedToken> ParseToken(const Json& json,
   if (!id.ok()) return id.status();
   if (*id < 0) return json_fields::Invalid(path, "missing id");
   t.id = static_cast<int32_t>(*id);
-  absl::StatusOr<bool> special = json_fields::Bool(json, "special", path, false);
+  absl::StatusOr<bool> special =
+      json_fields::Bool(json, "special", path, false);
   if (!special.ok()) return special.status();
   t.special = *special;
   for (auto [key, field, fallback] :
@@ -80,11 +81,9 @@ size_t LeadingSpaceLength(absl::string_view s) {
 
 int32_t TokenTrie::Child(int32_t node, unsigned char b) const {
   const auto& children = nodes_[node].children;
-  auto it = std::lower_bound(
-      children.begin(), children.end(), b,
-      [](const std::pair<unsigned char, int32_t>& c, unsigned char v) {
-        return c.first < v;
-      });
+  auto it = std::lower_bound(children.begin(), children.end(), b,
+                             [](const std::pair<unsigned char, int32_t>& c,
+                                unsigned char v) { return c.first < v; });
   return it != children.end() && it->first == b ? it->second : -1;
 }
 
@@ -132,7 +131,8 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::Build(
     const Normalizer* normalizer) {
   AddedVocabulary vocab;
   if (tokens == nullptr) return vocab;
-  if (!tokens->is_array()) return json_fields::Invalid(path, "expected an array");
+  if (!tokens->is_array())
+    return json_fields::Invalid(path, "expected an array");
   std::vector<AddedToken> parsed;
   int32_t max_added = -1;
   for (size_t i = 0; i < tokens->size(); ++i) {
@@ -156,9 +156,9 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::Build(
     }
     if (id != t->id) {
       return json_fields::Invalid(
-          where, absl::StrCat("added token '", t->content, "' has id ", t->id,
-                              " but Hugging Face tokenizers would give it ",
-                              id));
+          where,
+          absl::StrCat("added token '", t->content, "' has id ", t->id,
+                       " but Hugging Face tokenizers would give it ", id));
     }
     max_added = std::max(max_added, id);
     vocab.by_content_.emplace(t->content, id);
@@ -276,12 +276,11 @@ absl::Status AddedVocabulary::ExtractAndNormalize(absl::string_view text,
     if (n.empty()) return absl::OkStatus();
     const bool origin = at_origin && !head_moved;
     if (normalized_trie_.empty()) return sink(n, origin, -1);
-    return Split(normalized_trie_, n,
-                 [&](uint32_t begin, uint32_t end, int32_t id) {
-                   if (id >= 0) return sink({}, false, id);
-                   return sink(n.substr(begin, end - begin),
-                               origin && begin == 0, -1);
-                 });
+    return Split(
+        normalized_trie_, n, [&](uint32_t begin, uint32_t end, int32_t id) {
+          if (id >= 0) return sink({}, false, id);
+          return sink(n.substr(begin, end - begin), origin && begin == 0, -1);
+        });
   };
   if (raw_trie_.empty()) return normalize_and_split(text, true);
   return Split(raw_trie_, text, [&](uint32_t begin, uint32_t end, int32_t id) {

@@ -104,9 +104,8 @@ class AddedVocabulary {
  private:
   // Receives the parts of a piece split on a trie: a byte range of it
   // (token_id -1) or an added token.
-  using PartSink =
-      absl::FunctionRef<absl::Status(uint32_t begin, uint32_t end,
-                                     int32_t token_id)>;
+  using PartSink = absl::FunctionRef<absl::Status(uint32_t begin, uint32_t end,
+                                                  int32_t token_id)>;
 
   // Splits `text` on the tokens of `trie` (tokenizers' find_matches).
   absl::Status Split(const TokenTrie& trie, absl::string_view text,

@@ -72,15 +72,15 @@ TEST_F(AddedVocabularyTest, OptionsUseCases) {
 }
 
 TEST_F(AddedVocabularyTest, SingleWord) {
-  absl::StatusOr<AddedVocabulary> v = Build(
-      R"([{"id": 0, "content": "<mask>", "single_word": true}])");
+  absl::StatusOr<AddedVocabulary> v =
+      Build(R"([{"id": 0, "content": "<mask>", "single_word": true}])");
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_THAT(Extract(*v, "<mask> My name <mask> A<mask> <mask>ony <mask>"),
-              ElementsAre("#0", " my name ", "#0", " a<mask> <mask>ony ", "#0"));
+  EXPECT_THAT(
+      Extract(*v, "<mask> My name <mask> A<mask> <mask>ony <mask>"),
+      ElementsAre("#0", " my name ", "#0", " a<mask> <mask>ony ", "#0"));
   // Punctuation is not a word character, a combining mark is.
   EXPECT_THAT(Extract(*v, "<mask>, <mask>- \xE2\x97\x8C\xCC\xB0<mask>"),
-              ElementsAre("#0", ", ", "#0",
-                          "- \xE2\x97\x8C\xCC\xB0<mask>"));
+              ElementsAre("#0", ", ", "#0", "- \xE2\x97\x8C\xCC\xB0<mask>"));
 }
 
 TEST_F(AddedVocabularyTest, StripsUnicodeSpaces) {

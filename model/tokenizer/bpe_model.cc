@@ -76,9 +76,10 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(
     if (!v.ok()) return v.status();
     *field = v->value_or("");
   }
-  for (auto [key, field] : {std::pair{"fuse_unk", &model->fuse_unk_},
-                            std::pair{"byte_fallback", &model->byte_fallback_},
-                            std::pair{"ignore_merges", &model->ignore_merges_}}) {
+  for (auto [key, field] :
+       {std::pair{"fuse_unk", &model->fuse_unk_},
+        std::pair{"byte_fallback", &model->byte_fallback_},
+        std::pair{"ignore_merges", &model->ignore_merges_}}) {
     absl::StatusOr<bool> v = json_fields::Bool(json, key, path, false);
     if (!v.ok()) return v.status();
     *field = *v;
@@ -97,7 +98,19 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(
   }
   s = model->LoadMerges(*merges, json_fields::Child(path, "merges"));
   if (!s.ok()) return s;
+  model->FindSelfMergingTokens();
   return model;
+}
+
+void BpeModel::FindSelfMergingTokens() {
+  self_merging_.assign(tokens_.size(), false);
+  std::vector<int32_t> ids;
+  for (size_t id = 0; id < tokens_.size(); ++id) {
+    if (!has_token_[id] || tokens_[id].empty()) continue;
+    ids.clear();
+    self_merging_[id] = Merge(tokens_[id], &ids).ok() && ids.size() == 1 &&
+                        ids[0] == static_cast<int32_t>(id);
+  }
 }
 
 absl::Status BpeModel::LoadVocab(const Json& vocab, absl::string_view path) {
@@ -119,10 +132,9 @@ absl::Status BpeModel::LoadVocab(const Json& vocab, absl::string_view path) {
   char_ids_.assign(kDirectChars, -1);
   for (const auto& [token, id] : vocab_) {
     if (has_token_[id]) {
-      return json_fields::Invalid(path, absl::StrCat("id ", id,
-                                                     " is given to both '",
-                                                     tokens_[id], "' and '",
-                                                     token, "'"));
+      return json_fields::Invalid(
+          path, absl::StrCat("id ", id, " is given to both '", tokens_[id],
+                             "' and '", token, "'"));
     }
     has_token_[id] = true;
     tokens_[id] = token;
@@ -170,12 +182,11 @@ absl::Status BpeModel::LoadMerges(const Json& merges, absl::string_view path) {
       }
       if (found != 1) {
         return json_fields::Invalid(
-            where, absl::StrCat("merge '", line,
-                                "' does not split into two tokens"));
+            where,
+            absl::StrCat("merge '", line, "' does not split into two tokens"));
       }
     } else {
-      return json_fields::Invalid(where,
-                                  "expected \"a b\" or [\"a\", \"b\"]");
+      return json_fields::Invalid(where, "expected \"a b\" or [\"a\", \"b\"]");
     }
     absl::Status s = AddMerge(a, b, static_cast<int32_t>(i), where);
     if (!s.ok()) return s;
@@ -204,8 +215,8 @@ absl::Status BpeModel::AddMerge(const std::string& a, const std::string& b,
   auto im = vocab_.find(merged);
   if (im == vocab_.end()) {
     return json_fields::Invalid(
-        path, absl::StrCat("merged token '", merged,
-                           "' is not in the vocabulary"));
+        path,
+        absl::StrCat("merged token '", merged, "' is not in the vocabulary"));
   }
   // A repeated pair keeps its last rank, as tokenizers' HashMap collect.
   merges_[PairKey(ia->second, ib->second)] = MergeInfo{rank, im->second};
@@ -243,8 +254,8 @@ std::optional<int32_t> BpeModel::SymbolId(absl::string_view ch, bool first,
     }
     return TokenToId(ch);
   }
-  return TokenToId(absl::StrCat(add_prefix ? prefix_ : "", ch,
-                                add_suffix ? suffix_ : ""));
+  return TokenToId(
+      absl::StrCat(add_prefix ? prefix_ : "", ch, add_suffix ? suffix_ : ""));
 }
 
 // tokenizers' BPE::merge_word before merging: one symbol per character (or
@@ -264,7 +275,8 @@ absl::Status BpeModel::InitialSymbols(absl::string_view word,
     pos += utf8::SequenceLength(static_cast<unsigned char>(word[pos]));
     const absl::string_view ch = word.substr(begin, pos - begin);
     const uint32_t len = static_cast<uint32_t>(ch.size());
-    if (std::optional<int32_t> id = SymbolId(ch, begin == 0, pos == word.size())) {
+    if (std::optional<int32_t> id =
+            SymbolId(ch, begin == 0, pos == word.size())) {
       if (unk) add(unk->first, unk->second);
       unk.reset();
       add(*id, len);
@@ -273,13 +285,14 @@ absl::Status BpeModel::InitialSymbols(absl::string_view word,
     if (byte_fallback_) {
       // The bytes of the character as tokenizers looks them up: with any
       // prefix/suffix the symbol would have carried.
-      const std::string s =
-          absl::StrCat(begin != 0 ? prefix_ : "", ch,
-                       pos == word.size() ? suffix_ : "");
+      const std::string s = absl::StrCat(begin != 0 ? prefix_ : "", ch,
+                                         pos == word.size() ? suffix_ : "");
       bool all = true;
-      for (char c : s) all &= byte_fallback_ids_[static_cast<unsigned char>(c)] >= 0;
+      for (char c : s)
+        all &= byte_fallback_ids_[static_cast<unsigned char>(c)] >= 0;
       if (all) {
-        for (char c : s) add(byte_fallback_ids_[static_cast<unsigned char>(c)], 1);
+        for (char c : s)
+          add(byte_fallback_ids_[static_cast<unsigned char>(c)], 1);
         continue;  // a pending unk stays pending (tokenizers' order)
       }
     }
@@ -340,26 +353,34 @@ void BpeModel::MergeAll(std::vector<Symbol>* symbols_ptr) const {
   }
 }
 
-absl::Status BpeModel::Tokenize(absl::string_view word,
-                                std::vector<int32_t>* ids) const {
-  if (word.empty()) return absl::OkStatus();
-  if (ignore_merges_) {
-    if (std::optional<int32_t> id = TokenToId(word)) {
-      ids->push_back(*id);
-      return absl::OkStatus();
-    }
-  }
-  const bool cacheable = word.size() < BpeCache::kMaxWordBytes;
-  if (cacheable && cache_.Lookup(word, ids)) return absl::OkStatus();
+absl::Status BpeModel::Merge(absl::string_view word,
+                             std::vector<int32_t>* ids) const {
   thread_local std::vector<Symbol> symbols;
   symbols.clear();
   absl::Status s = InitialSymbols(word, &symbols);
   if (!s.ok()) return s;
   MergeAll(&symbols);
-  const size_t first = ids->size();
   for (const Symbol& sym : symbols) {
     if (sym.len != 0) ids->push_back(sym.id);
   }
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::Tokenize(absl::string_view word,
+                                std::vector<int32_t>* ids) const {
+  if (word.empty()) return absl::OkStatus();
+  // A word that is a token: itself with ignore_merges, and otherwise when
+  // merging its characters is known (from load) to give that token.
+  if (auto it = vocab_.find(word);
+      it != vocab_.end() && (ignore_merges_ || self_merging_[it->second])) {
+    ids->push_back(it->second);
+    return absl::OkStatus();
+  }
+  const bool cacheable = word.size() < BpeCache::kMaxWordBytes;
+  if (cacheable && cache_.Lookup(word, ids)) return absl::OkStatus();
+  const size_t first = ids->size();
+  absl::Status s = Merge(word, ids);
+  if (!s.ok()) return s;
   if (cacheable) {
     cache_.Insert(word, absl::MakeConstSpan(*ids).subspan(first));
   }

@@ -64,7 +64,8 @@ class BpeModel {
   // Appends the ids of one pre-token `word` (valid UTF-8). INVALID_ARGUMENT
   // if the word needs the unknown token and unk_token is not in the
   // vocabulary (tokenizers fails the same way).
-  absl::Status Tokenize(absl::string_view word, std::vector<int32_t>* ids) const;
+  absl::Status Tokenize(absl::string_view word,
+                        std::vector<int32_t>* ids) const;
 
   std::optional<int32_t> TokenToId(absl::string_view token) const;
 
@@ -90,7 +91,8 @@ class BpeModel {
   };
 
   BpeModel() = default;
-  absl::Status LoadVocab(const json_fields::Json& vocab, absl::string_view path);
+  absl::Status LoadVocab(const json_fields::Json& vocab,
+                         absl::string_view path);
   absl::Status LoadMerges(const json_fields::Json& merges,
                           absl::string_view path);
   absl::Status AddMerge(const std::string& a, const std::string& b,
@@ -100,11 +102,16 @@ class BpeModel {
   absl::Status InitialSymbols(absl::string_view word,
                               std::vector<Symbol>* symbols) const;
   void MergeAll(std::vector<Symbol>* symbols) const;
+  // Appends the merge result of `word` (no cache).
+  absl::Status Merge(absl::string_view word, std::vector<int32_t>* ids) const;
+  void FindSelfMergingTokens();
   const MergeInfo* FindMerge(int32_t left, int32_t right) const;
 
   absl::flat_hash_map<std::string, int32_t> vocab_;
   std::vector<std::string> tokens_;  // by id
   std::vector<bool> has_token_;
+  // Tokens whose own characters merge back into them, by id.
+  std::vector<bool> self_merging_;
   absl::flat_hash_map<uint64_t, MergeInfo> merges_;
   // Single-character tokens by code point below kDirectChars (-1: none).
   static constexpr char32_t kDirectChars = 0x800;

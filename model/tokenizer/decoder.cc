@@ -164,7 +164,8 @@ class StripDecoder : public Decoder {
         stop_cut = index;
       }
       std::string out;
-      for (size_t i = start_cut; i < stop_cut; ++i) utf8::Append(chars[i], &out);
+      for (size_t i = start_cut; i < stop_cut; ++i)
+        utf8::Append(chars[i], &out);
       t = std::move(out);
     }
     return absl::OkStatus();

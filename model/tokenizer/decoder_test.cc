@@ -38,32 +38,41 @@ TEST(DecoderTest, ByteFallback) {
 }
 
 TEST(DecoderTest, StripFuseReplaceMetaspace) {
-  EXPECT_THAT(Apply(R"({"type": "Strip", "content": "H", "start": 1, "stop": 0})",
-                  {"Hey", " friend!", "HHH"}),
-              ElementsAre("ey", " friend!", "HH"));
-  EXPECT_THAT(Apply(R"({"type": "Strip", "content": "y", "start": 0, "stop": 1})",
-                  {"Hey", " friend!"}),
-              ElementsAre("He", " friend!"));
+  EXPECT_THAT(
+      Apply(R"({"type": "Strip", "content": "H", "start": 1, "stop": 0})",
+            {"Hey", " friend!", "HHH"}),
+      ElementsAre("ey", " friend!", "HH"));
+  EXPECT_THAT(
+      Apply(R"({"type": "Strip", "content": "y", "start": 0, "stop": 1})",
+            {"Hey", " friend!"}),
+      ElementsAre("He", " friend!"));
   EXPECT_THAT(Apply(R"({"type": "Fuse"})", {"Hey", " friend!"}),
               ElementsAre("Hey friend!"));
   EXPECT_THAT(Apply(R"({"type": "Replace", "pattern": {"String": "_"},
                       "content": " "})",
-                  {"hello", "_hello"}),
+                    {"hello", "_hello"}),
               ElementsAre("hello", " hello"));
   EXPECT_THAT(Apply(R"({"type": "Metaspace", "replacement": "\u2581",
                       "prepend_scheme": "always"})",
-                  {"\xE2\x96\x81Hey", "\xE2\x96\x81" "friend!"}),
+                    {"\xE2\x96\x81Hey",
+                     "\xE2\x96\x81"
+                     "friend!"}),
               ElementsAre("Hey", " friend!"));
   EXPECT_THAT(Apply(R"({"type": "Metaspace", "replacement": "\u2581",
                       "prepend_scheme": "never"})",
-                  {"\xE2\x96\x81Hey", "\xE2\x96\x81" "friend!"}),
+                    {"\xE2\x96\x81Hey",
+                     "\xE2\x96\x81"
+                     "friend!"}),
               ElementsAre(" Hey", " friend!"));
 }
 
 TEST(DecoderTest, ByteLevel) {
   const char* bl = R"({"type": "ByteLevel", "add_prefix_space": true,
                        "trim_offsets": true, "use_regex": true})";
-  EXPECT_THAT(Apply(bl, {"Hello", "\xC4\xA0my", "\xC4\xA0" "friend", ","}),
+  EXPECT_THAT(Apply(bl, {"Hello", "\xC4\xA0my",
+                         "\xC4\xA0"
+                         "friend",
+                         ","}),
               ElementsAre("Hello my friend,"));
   // A token outside the byte alphabet (an added token with a space) keeps
   // its own bytes; a cut character becomes U+FFFD.
@@ -77,7 +86,7 @@ TEST(DecoderTest, SequenceAsLlama2) {
                      "content": " "},
                     {"type": "ByteFallback"}, {"type": "Fuse"},
                     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]})",
-                  {"\xE2\x96\x81Hi", "<0xE6>", "<0x97>", "<0xA5>", "!"}),
+                    {"\xE2\x96\x81Hi", "<0xE6>", "<0x97>", "<0xA5>", "!"}),
               ElementsAre("Hi\xE6\x97\xA5!"));
 }
 

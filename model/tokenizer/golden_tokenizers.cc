@@ -16,10 +16,12 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadGoldenTokenizer(
     const std::string& name) {
   absl::StatusOr<std::string> dir = GoldenTokenizersDir();
   if (!dir.ok()) return dir.status();
-  return HfTokenizer::LoadFile(absl::StrCat(*dir, "/", name, "/tokenizer.json"));
+  return HfTokenizer::LoadFile(
+      absl::StrCat(*dir, "/", name, "/tokenizer.json"));
 }
 
-absl::StatusOr<std::vector<GoldenCase>> LoadGoldenCases(const std::string& name) {
+absl::StatusOr<std::vector<GoldenCase>> LoadGoldenCases(
+    const std::string& name) {
   absl::StatusOr<std::string> dir = GoldenTokenizersDir();
   if (!dir.ok()) return dir.status();
   absl::StatusOr<nlohmann::json> cases = worker::testing::ReadJsonFile(

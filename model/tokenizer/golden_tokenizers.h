@@ -24,9 +24,10 @@ inline const std::vector<std::string>& GoldenTokenizerNames() {
 // One case of cases.json.
 struct GoldenCase {
   std::string text;
-  std::vector<int32_t> ids;               // encode(text, add_special_tokens=False)
-  std::vector<int32_t> ids_with_special;  // encode(text, add_special_tokens=True)
-  std::string decoded;                    // decode(ids)
+  std::vector<int32_t> ids;  // encode(text, add_special_tokens=False)
+  std::vector<int32_t>
+      ids_with_special;              // encode(text, add_special_tokens=True)
+  std::string decoded;               // decode(ids)
   std::string decoded_skip_special;  // decode(ids_with_special, skip=True)
 };
 
@@ -39,7 +40,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadGoldenTokenizer(
     const std::string& name);
 
 // Reads <dir>/<name>/cases.json.
-absl::StatusOr<std::vector<GoldenCase>> LoadGoldenCases(const std::string& name);
+absl::StatusOr<std::vector<GoldenCase>> LoadGoldenCases(
+    const std::string& name);
 
 }  // namespace radixkv::model::testing
 

@@ -62,8 +62,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadFile(
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   const std::streamoff size = in.tellg();
   if (size < 0 || size > kMaxFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": size ", size, " is not that of a tokenizer.json"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": size ", size, " is not that of a tokenizer.json"));
   }
   std::string content(static_cast<size_t>(size), '\0');
   in.seekg(0);
@@ -161,17 +161,17 @@ const std::string* HfTokenizer::TokenString(int32_t id) const {
   return model_->IdToToken(id);
 }
 
-absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids,
-                                                bool skip_special_tokens) const {
+absl::StatusOr<std::string> HfTokenizer::Decode(
+    absl::Span<const int32_t> ids, bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     const std::string* token =
         id >= 0 && id < vocab_size_ ? TokenString(id) : nullptr;
     if (token == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token id ", id, " is outside [0, ", vocab_size_,
-          ") or has no token"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside [0, ", vocab_size_,
+                       ") or has no token"));
     }
     if (skip_special_tokens && IsSpecial(id)) continue;
     tokens.push_back(*token);

@@ -45,8 +45,9 @@ class HfTokenizer : public Tokenizer {
   static constexpr size_t kMaxTextBytes = size_t{1} << 30;
 
   // Parses tokenizer.json content. INVALID_ARGUMENT for malformed JSON, an
-  // unsupported component (named with its path, e.g. "normalizer 'BertNormalizer'
-  // at normalizer is not supported"), or inconsistent vocabulary data.
+  // unsupported component (named with its path, e.g. "normalizer
+  // 'BertNormalizer' at normalizer is not supported"), or inconsistent
+  // vocabulary data.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(
       absl::string_view json);
 

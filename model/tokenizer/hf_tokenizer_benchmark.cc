@@ -12,7 +12,9 @@
 // Method (both programs): one warm-up encode of the corpus (fills the BPE
 // word cache, as in a running server), then `runs` timed encodes; the table
 // shows the first (cold) run and the median. The 32K prompt is the decode of
-// the corpus' first 32,768 tokens; its encode is timed the same way.
+// the corpus' first 32,768 tokens; its encode is timed the same way. "ids
+// fnv1a" hashes the corpus ids (FNV-1a 64 over little-endian int32): equal
+// values in both tables mean identical encodings.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -70,6 +72,17 @@ std::string DefaultCorpus(std::string* name) {
   return text;
 }
 
+uint64_t Fnv1a(const std::vector<int32_t>& ids) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (int32_t id : ids) {
+    const uint32_t v = static_cast<uint32_t>(id);
+    for (int k = 0; k < 4; ++k) {
+      h = (h ^ ((v >> (8 * k)) & 0xFF)) * 0x100000001B3ull;
+    }
+  }
+  return h;
+}
+
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -109,10 +122,14 @@ int Run(const std::vector<std::pair<std::string, std::string>>& tokenizers) {
   const int runs = std::max(1, absl::GetFlag(FLAGS_runs));
   std::printf("corpus: %s (%zu bytes), %d timed runs, one thread\n",
               corpus_name.c_str(), corpus.size(), runs);
-  std::printf("%-16s %10s %14s %14s %12s %14s\n", "tokenizer", "tokens",
-              "cold MB/s", "median MB/s", "32K tokens", "32K median ms");
+  std::printf("%-16s %9s %10s %10s %12s %10s %14s %18s\n", "tokenizer",
+              "load ms", "tokens", "cold MB/s", "median MB/s", "32K tokens",
+              "32K median ms", "ids fnv1a");
   for (const auto& [name, path] : tokenizers) {
-    absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::LoadFile(path);
+    const auto load_start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::unique_ptr<HfTokenizer>> t =
+        HfTokenizer::LoadFile(path);
+    const double load = Seconds(std::chrono::steady_clock::now() - load_start);
     if (!t.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(),
                    std::string(t.status().message()).c_str());
@@ -129,9 +146,12 @@ int Run(const std::vector<std::pair<std::string, std::string>>& tokenizers) {
         TimeEncode(**t, *prompt, 1 + runs, &prompt_tokens);
     (void)prompt_cold;
     const double mb = corpus.size() / 1e6;
-    std::printf("%-16s %10zu %14.2f %14.2f %12zu %14.3f\n", name.c_str(),
-                tokens, mb / cold, mb / median, prompt_tokens,
-                prompt_median * 1e3);
+    char hash[17];
+    std::snprintf(hash, sizeof(hash), "%016llx",
+                  static_cast<unsigned long long>(Fnv1a(*ids)));
+    std::printf("%-16s %9.1f %10zu %10.2f %12.2f %10zu %14.3f %18s\n",
+                name.c_str(), load * 1e3, tokens, mb / cold, mb / median,
+                prompt_tokens, prompt_median * 1e3, hash);
   }
   return 0;
 }
@@ -143,7 +163,8 @@ int main(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   std::vector<std::pair<std::string, std::string>> tokenizers;
   for (size_t i = 1; i < args.size(); ++i) {
-    std::vector<std::string> kv = absl::StrSplit(args[i], absl::MaxSplits('=', 1));
+    std::vector<std::string> kv =
+        absl::StrSplit(args[i], absl::MaxSplits('=', 1));
     if (kv.size() != 2) {
       std::fprintf(stderr, "expected NAME=tokenizer.json, got %s\n", args[i]);
       return 2;
@@ -151,8 +172,7 @@ int main(int argc, char** argv) {
     tokenizers.emplace_back(kv[0], kv[1]);
   }
   if (tokenizers.empty()) {
-    const std::string dir =
-        radixkv::model::SharedDir() + "/golden/tokenizers/";
+    const std::string dir = radixkv::model::SharedDir() + "/golden/tokenizers/";
     for (const char* name : {"llama3-bpe", "qwen2-bpe"}) {
       tokenizers.emplace_back(name, dir + name + "/tokenizer.json");
     }

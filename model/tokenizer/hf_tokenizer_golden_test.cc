@@ -28,7 +28,8 @@ TEST_P(GoldenTokenizerTest, EveryCaseMatches) {
   int matched = 0;
   for (const testing::GoldenCase& c : *cases) {
     const std::string where = "text \"" + absl::CEscape(c.text) + "\"";
-    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(c.text, false);
+    absl::StatusOr<std::vector<int32_t>> ids =
+        (*tokenizer)->Encode(c.text, false);
     ASSERT_TRUE(ids.ok()) << where << ": " << ids.status();
     absl::StatusOr<std::vector<int32_t>> with_special =
         (*tokenizer)->Encode(c.text, true);

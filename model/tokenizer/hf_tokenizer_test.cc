@@ -116,33 +116,38 @@ TEST(HfTokenizerTest, NoDecoderJoinsWithSpaces) {
 
 // Each refusal names the component type and its JSON path.
 TEST(HfTokenizerTest, RefusesUnsupportedComponents) {
-  const std::string base = absl::StrReplaceAll(kByteLevel, {{"NORMALIZER", "null"}});
+  const std::string base =
+      absl::StrReplaceAll(kByteLevel, {{"NORMALIZER", "null"}});
   struct Case {
     std::string json;
     const char* message;
   };
   const std::vector<Case> cases = {
       {"{not json", "not a JSON object"},
-      {absl::StrReplaceAll(base, {{"\"version\": \"1.0\"", "\"version\": \"2.0\""}}),
+      {absl::StrReplaceAll(base,
+                           {{"\"version\": \"1.0\"", "\"version\": \"2.0\""}}),
        "tokenizer.json version '\"2.0\"' at version"},
       {absl::StrReplaceAll(base, {{"\"truncation\": null",
                                    "\"truncation\": {\"max_length\": 8}"}}),
        "truncation '{\"max_length\":8}' at truncation is not supported"},
-      {absl::StrReplaceAll(base, {{"\"padding\": null",
-                                   "\"padding\": {\"pad_id\": 0}"}}),
+      {absl::StrReplaceAll(
+           base, {{"\"padding\": null", "\"padding\": {\"pad_id\": 0}"}}),
        "padding '"},
       {absl::StrReplaceAll(kByteLevel, {{"NORMALIZER", R"({"type": "Nmt"})"}}),
        "normalizer 'Nmt' at normalizer is not supported"},
-      {absl::StrReplaceAll(base, {{"\"type\": \"BPE\"", "\"type\": \"WordPiece\""}}),
+      {absl::StrReplaceAll(base,
+                           {{"\"type\": \"BPE\"", "\"type\": \"WordPiece\""}}),
        "model 'WordPiece' at model.type is not supported"},
-      {absl::StrReplaceAll(base, {{"\"type\": \"BPE\"", "\"type\": \"Unigram\""}}),
+      {absl::StrReplaceAll(base,
+                           {{"\"type\": \"BPE\"", "\"type\": \"Unigram\""}}),
        "model 'Unigram' at model.type"},
-      {absl::StrReplaceAll(base, {{"\"type\": \"BPE\"", "\"type\": \"WordLevel\""}}),
+      {absl::StrReplaceAll(base,
+                           {{"\"type\": \"BPE\"", "\"type\": \"WordLevel\""}}),
        "model 'WordLevel' at model.type"},
       {absl::StrReplaceAll(base, {{"\"dropout\": null", "\"dropout\": 0.25"}}),
        "BPE dropout '0.25' at model.dropout"},
-      {absl::StrReplaceAll(base, {{"\"type\": \"Split\"",
-                                   "\"type\": \"UnicodeScripts\""}}),
+      {absl::StrReplaceAll(
+           base, {{"\"type\": \"Split\"", "\"type\": \"UnicodeScripts\""}}),
        "pre_tokenizer 'UnicodeScripts' at pre_tokenizer.pretokenizers[0]"},
       {absl::StrReplaceAll(base, {{"\"type\": \"TemplateProcessing\"",
                                    "\"type\": \"Unknown\""}}),
@@ -154,8 +159,10 @@ TEST(HfTokenizerTest, RefusesUnsupportedComponents) {
        "added_tokens[1]: added token '<|eot|>' has id 12"},
   };
   for (const Case& c : cases) {
-    absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::FromJson(c.json);
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    absl::StatusOr<std::unique_ptr<HfTokenizer>> t =
+        HfTokenizer::FromJson(c.json);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.message;
     EXPECT_THAT(std::string(t.status().message()), HasSubstr(c.message));
   }
 }
@@ -164,7 +171,8 @@ TEST(HfTokenizerTest, LoadFile) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path =
       std::string(tmp != nullptr ? tmp : "/tmp") + "/hf_tokenizer_test.json";
-  std::ofstream(path) << absl::StrReplaceAll(kByteLevel, {{"NORMALIZER", "null"}});
+  std::ofstream(path) << absl::StrReplaceAll(kByteLevel,
+                                             {{"NORMALIZER", "null"}});
   absl::StatusOr<std::unique_ptr<HfTokenizer>> t = HfTokenizer::LoadFile(path);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_THAT(*(*t)->Encode("hi", false), ElementsAre(3));

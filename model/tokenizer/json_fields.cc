@@ -19,8 +19,8 @@ absl::Status Invalid(absl::string_view path, absl::string_view message) {
 
 absl::Status Unsupported(absl::string_view what, absl::string_view type,
                          absl::string_view path) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " '", type, "' at ", path, " is not supported"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " '", type, "' at ", path, " is not supported"));
 }
 
 const Json* Find(const Json& obj, absl::string_view key) {

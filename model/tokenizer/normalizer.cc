@@ -142,19 +142,22 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Normalizer::FromJson(
   absl::StatusOr<std::string> type = json_fields::Type(json, path);
   if (!type.ok()) return type.status();
   if (*type == "NFC" || *type == "NFD" || *type == "NFKC" || *type == "NFKD") {
-    const unicode::NormalForm form = *type == "NFC"    ? unicode::NormalForm::kNfc
-                                     : *type == "NFD"  ? unicode::NormalForm::kNfd
-                                     : *type == "NFKC" ? unicode::NormalForm::kNfkc
-                                                       : unicode::NormalForm::kNfkd;
+    const unicode::NormalForm form =
+        *type == "NFC"    ? unicode::NormalForm::kNfc
+        : *type == "NFD"  ? unicode::NormalForm::kNfd
+        : *type == "NFKC" ? unicode::NormalForm::kNfkc
+                          : unicode::NormalForm::kNfkd;
     return std::make_unique<UnicodeNormalizer>(form);
   }
   if (*type == "Lowercase") return std::make_unique<Lowercase>();
   if (*type == "Strip") {
     if (json_fields::Find(json, "strip_left") == nullptr ||
         json_fields::Find(json, "strip_right") == nullptr) {
-      return json_fields::Invalid(path, "Strip needs strip_left and strip_right");
+      return json_fields::Invalid(path,
+                                  "Strip needs strip_left and strip_right");
     }
-    absl::StatusOr<bool> left = json_fields::Bool(json, "strip_left", path, false);
+    absl::StatusOr<bool> left =
+        json_fields::Bool(json, "strip_left", path, false);
     if (!left.ok()) return left.status();
     absl::StatusOr<bool> right =
         json_fields::Bool(json, "strip_right", path, false);

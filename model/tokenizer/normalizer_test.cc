@@ -13,7 +13,8 @@ using ::testing::HasSubstr;
 using Json = json_fields::Json;
 
 // Normalizes `text` with the normalizer described by `json`.
-std::string Apply(const char* json, std::string text, bool* head_moved = nullptr) {
+std::string Apply(const char* json, std::string text,
+                  bool* head_moved = nullptr) {
   absl::StatusOr<std::unique_ptr<Normalizer>> n =
       Normalizer::FromJson(Json::parse(json), "normalizer");
   EXPECT_TRUE(n.ok()) << n.status();
@@ -24,44 +25,52 @@ std::string Apply(const char* json, std::string text, bool* head_moved = nullptr
 }
 
 TEST(NormalizerTest, UnicodeForms) {
-  EXPECT_EQ(Apply(R"({"type": "NFC"})", "e\xCC\x81"), absl::CEscape("\xC3\xA9"));
-  EXPECT_EQ(Apply(R"({"type": "NFD"})", "\xC3\xA9"), absl::CEscape("e\xCC\x81"));
+  EXPECT_EQ(Apply(R"({"type": "NFC"})", "e\xCC\x81"),
+            absl::CEscape("\xC3\xA9"));
+  EXPECT_EQ(Apply(R"({"type": "NFD"})", "\xC3\xA9"),
+            absl::CEscape("e\xCC\x81"));
   // U+FB01 LATIN SMALL LIGATURE FI, U+2460 CIRCLED DIGIT ONE.
   EXPECT_EQ(Apply(R"({"type": "NFKC"})", "\xEF\xAC\x81 \xE2\x91\xA0"), "fi 1");
   EXPECT_EQ(Apply(R"({"type": "NFKD"})", "\xC3\xA9\xEF\xAC\x81"),
-            absl::CEscape("e\xCC\x81" "fi"));
+            absl::CEscape("e\xCC\x81"
+                          "fi"));
 }
 
 TEST(NormalizerTest, LowercaseMapsEachCharacterAlone) {
   // Final capital sigma -> U+03C3 (no context); U+0130 -> "i" + U+0307.
-  EXPECT_EQ(Apply(R"({"type": "Lowercase"})", "HeLLo \xCE\xA3\xCE\x91\xCE\xA3 \xC4\xB0"),
+  EXPECT_EQ(Apply(R"({"type": "Lowercase"})",
+                  "HeLLo \xCE\xA3\xCE\x91\xCE\xA3 \xC4\xB0"),
             absl::CEscape("hello \xCF\x83\xCE\xB1\xCF\x83 i\xCC\x87"));
 }
 
 TEST(NormalizerTest, StripPrependReplace) {
   bool moved = false;
-  EXPECT_EQ(Apply(R"({"type": "Strip", "strip_left": true, "strip_right": true})",
-                " \t hi \xE3\x80\x80", &moved),
-            "hi");
+  EXPECT_EQ(
+      Apply(R"({"type": "Strip", "strip_left": true, "strip_right": true})",
+            " \t hi \xE3\x80\x80", &moved),
+      "hi");
   EXPECT_TRUE(moved);
-  EXPECT_EQ(Apply(R"({"type": "Strip", "strip_left": false, "strip_right": true})",
-                "  hi  ", &moved),
-            "  hi");
+  EXPECT_EQ(
+      Apply(R"({"type": "Strip", "strip_left": false, "strip_right": true})",
+            "  hi  ", &moved),
+      "  hi");
   EXPECT_FALSE(moved);
   EXPECT_EQ(Apply(R"({"type": "Prepend", "prepend": "\u2581"})", "hi"),
             absl::CEscape("\xE2\x96\x81hi"));
   EXPECT_EQ(Apply(R"({"type": "Prepend", "prepend": "\u2581"})", ""), "");
   EXPECT_EQ(Apply(R"({"type": "Replace", "pattern": {"String": " "},
                     "content": "\u2581"})",
-                "a b  c"),
-            absl::CEscape("a\xE2\x96\x81" "b\xE2\x96\x81\xE2\x96\x81" "c"));
+                  "a b  c"),
+            absl::CEscape("a\xE2\x96\x81"
+                          "b\xE2\x96\x81\xE2\x96\x81"
+                          "c"));
   EXPECT_EQ(Apply(R"({"type": "Replace", "pattern": {"Regex": "\\s+"},
                     "content": " "})",
-                "This     is   a         test"),
+                  "This     is   a         test"),
             "This is a test");
   EXPECT_EQ(Apply(R"({"type": "Replace", "pattern": {"String": "x"},
                     "content": ""})",
-                "xxab", &moved),
+                  "xxab", &moved),
             "ab");
   EXPECT_TRUE(moved);
 }
@@ -71,7 +80,7 @@ TEST(NormalizerTest, SequenceAppliesInOrder) {
                   {"type": "Prepend", "prepend": "\u2581"},
                   {"type": "Replace", "pattern": {"String": " "},
                    "content": "\u2581"}]})",
-                "Hello world"),
+                  "Hello world"),
             absl::CEscape("\xE2\x96\x81Hello\xE2\x96\x81world"));
 }
 
@@ -93,8 +102,7 @@ TEST(NormalizerTest, RefusesUnsupportedByNameAndPath) {
            Case{R"({"type": "Replace", "pattern": {"Regex": "\\ba"},
                    "content": ""})",
                 "normalizer.pattern"},
-           Case{R"({"type": "Strip", "strip_left": true})",
-                "strip_right"},
+           Case{R"({"type": "Strip", "strip_left": true})", "strip_right"},
            Case{R"({"type": "Prepend"})", "normalizer.prepend: missing"},
        }) {
     absl::StatusOr<std::unique_ptr<Normalizer>> n =

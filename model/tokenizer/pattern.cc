@@ -19,9 +19,8 @@ absl::StatusOr<ParsedPattern> ParsePattern(const Json& pattern,
         path, "expected {\"String\": \"...\"} or {\"Regex\": \"...\"}");
   }
   absl::StatusOr<std::unique_ptr<Regex>> compiled =
-      literal != nullptr
-          ? Regex::FromLiteral(literal->get<std::string>())
-          : Regex::FromOniguruma(regex->get<std::string>());
+      literal != nullptr ? Regex::FromLiteral(literal->get<std::string>())
+                         : Regex::FromOniguruma(regex->get<std::string>());
   if (!compiled.ok()) {
     return json_fields::Invalid(path, compiled.status().message());
   }
@@ -40,9 +39,10 @@ absl::Status ParseReplace(const Json& obj, absl::string_view path,
   absl::StatusOr<std::string> c = json_fields::String(obj, "content", path);
   if (!c.ok()) return c.status();
   if (parsed->is_regex && absl::StrContains(*c, '$')) {
-    return json_fields::Unsupported("Replace content with '$' (capture group "
-                                    "expansion)",
-                                    *c, json_fields::Child(path, "content"));
+    return json_fields::Unsupported(
+        "Replace content with '$' (capture group "
+        "expansion)",
+        *c, json_fields::Child(path, "content"));
   }
   *pattern = std::move(*parsed);
   *content = std::move(*c);

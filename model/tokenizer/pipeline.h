@@ -21,8 +21,8 @@ namespace radixkv::model {
 // 0 of the original input (tokenizers' `offsets_original().0 == 0`, which
 // Metaspace's prepend_scheme "first" reads). The view is valid only during
 // the call.
-using TextSink = absl::FunctionRef<absl::Status(absl::string_view text,
-                                                bool at_origin)>;
+using TextSink =
+    absl::FunctionRef<absl::Status(absl::string_view text, bool at_origin)>;
 
 // A string buffer borrowed from a per-thread pool for the life of the
 // object. Stages nest (a sink runs the next stage), so each borrows its own;

@@ -114,7 +114,8 @@ absl::StatusOr<std::unique_ptr<AffixProcessor>> TemplateFromJson(
     }
     const Json* entry =
         specials == nullptr ? nullptr : json_fields::Find(*specials, p.name);
-    const Json* ids = entry == nullptr ? nullptr : json_fields::Find(*entry, "ids");
+    const Json* ids =
+        entry == nullptr ? nullptr : json_fields::Find(*entry, "ids");
     if (ids == nullptr || !ids->is_array()) {
       return json_fields::Invalid(
           path, absl::StrCat("special token '", p.name,

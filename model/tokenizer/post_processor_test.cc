@@ -33,19 +33,19 @@ TEST(PostProcessorTest, TemplateSingle) {
   EXPECT_THAT(Apply(kTemplate, {7, 8}), ElementsAre(1, 7, 8, 2, 3));
   EXPECT_THAT(Apply(R"({"type": "TemplateProcessing", "single": "<s>:0 $0",
                       "special_tokens": {"<s>": {"ids": [5]}}})",
-                  {7}),
+                    {7}),
               ElementsAre(5, 7));
 }
 
 TEST(PostProcessorTest, BertRobertaByteLevelSequence) {
   EXPECT_THAT(Apply(R"({"type": "BertProcessing", "sep": ["[SEP]", 98],
                       "cls": ["[CLS]", 99]})",
-                  {7}),
+                    {7}),
               ElementsAre(99, 7, 98));
   EXPECT_THAT(Apply(R"({"type": "RobertaProcessing", "sep": ["</s>", 2],
                       "cls": ["<s>", 0], "trim_offsets": true,
                       "add_prefix_space": true})",
-                  {7}),
+                    {7}),
               ElementsAre(0, 7, 2));
   EXPECT_THAT(Apply(R"({"type": "ByteLevel", "trim_offsets": true})", {7}),
               ElementsAre(7));
@@ -56,7 +56,7 @@ TEST(PostProcessorTest, BertRobertaByteLevelSequence) {
                                           "</s>": {"ids": [6]}}},
                       {"type": "TemplateProcessing", "single": "[X] $A",
                        "special_tokens": {"[X]": {"ids": [9]}}}]})",
-                  {7}),
+                    {7}),
               ElementsAre(9, 5, 7, 6));
 }
 

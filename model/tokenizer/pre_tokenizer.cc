@@ -1,5 +1,6 @@
 #include "model/tokenizer/pre_tokenizer.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,11 +80,12 @@ class ByteLevelPreTokenizer : public PreTokenizer {
 
   absl::Status PreTokenize(absl::string_view text, bool at_origin,
                            TextSink sink) const override {
-    ScratchString prefixed;
+    std::optional<ScratchString> prefixed;
     if (add_prefix_space_ && text[0] != ' ') {
-      prefixed.get().push_back(' ');
-      prefixed.get().append(text.data(), text.size());
-      text = prefixed.get();
+      prefixed.emplace();
+      prefixed->get().push_back(' ');
+      prefixed->get().append(text.data(), text.size());
+      text = prefixed->get();
     }
     ScratchString encoded;
     auto emit = [&](uint32_t begin, uint32_t end) {
@@ -129,8 +131,7 @@ class Metaspace : public PreTokenizer {
   }
 
  private:
-  void Rewrite(absl::string_view text, bool at_origin,
-               std::string* out) const {
+  void Rewrite(absl::string_view text, bool at_origin, std::string* out) const {
     for (char c : text) {
       if (c == ' ') {
         out->append(replacement_utf8_);
@@ -141,10 +142,9 @@ class Metaspace : public PreTokenizer {
     const bool starts_with_replacement =
         absl::string_view(*out).substr(0, replacement_utf8_.size()) ==
         replacement_utf8_;
-    const bool prepend =
-        !starts_with_replacement &&
-        (scheme_ == PrependScheme::kAlways ||
-         (scheme_ == PrependScheme::kFirst && at_origin));
+    const bool prepend = !starts_with_replacement &&
+                         (scheme_ == PrependScheme::kAlways ||
+                          (scheme_ == PrependScheme::kFirst && at_origin));
     if (prepend) out->insert(0, replacement_utf8_);
   }
 
@@ -169,10 +169,10 @@ class Sequence : public PreTokenizer {
   absl::Status Run(size_t i, absl::string_view text, bool at_origin,
                    TextSink sink) const {
     if (i == steps_.size()) return sink(text, at_origin);
-    return steps_[i]->PreTokenize(
-        text, at_origin, [this, i, sink](absl::string_view t, bool o) {
-          return Run(i + 1, t, o, sink);
-        });
+    return steps_[i]->PreTokenize(text, at_origin,
+                                  [this, i, sink](absl::string_view t, bool o) {
+                                    return Run(i + 1, t, o, sink);
+                                  });
   }
 
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
@@ -227,8 +227,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MetaspaceFromJson(
     } else if (**scheme_name == "never") {
       scheme = PrependScheme::kNever;
     } else if (**scheme_name != "always") {
-      return json_fields::Unsupported("Metaspace prepend_scheme", **scheme_name,
-                                      json_fields::Child(path, "prepend_scheme"));
+      return json_fields::Unsupported(
+          "Metaspace prepend_scheme", **scheme_name,
+          json_fields::Child(path, "prepend_scheme"));
     }
   }
   // The legacy add_prefix_space: false must agree with prepend_scheme
@@ -252,10 +253,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> SequenceFromJson(
   if (!list.ok()) return list.status();
   std::vector<std::unique_ptr<PreTokenizer>> steps;
   for (size_t i = 0; i < (*list)->size(); ++i) {
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> step =
-        PreTokenizer::FromJson(
-            (**list)[i],
-            json_fields::Element(json_fields::Child(path, "pretokenizers"), i));
+    absl::StatusOr<std::unique_ptr<PreTokenizer>> step = PreTokenizer::FromJson(
+        (**list)[i],
+        json_fields::Element(json_fields::Child(path, "pretokenizers"), i));
     if (!step.ok()) return step.status();
     steps.push_back(std::move(*step));
   }
@@ -273,8 +273,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> CharSplitFromJson(
         json_fields::Bool(json, "individual_digits", path, false);
     if (!individual.ok()) return individual.status();
     return std::make_unique<CharSplit>(
-        unicode::IsNumeric, *individual ? SplitBehavior::kIsolated
-                                        : SplitBehavior::kContiguous);
+        unicode::IsNumeric,
+        *individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
   absl::StatusOr<SplitBehavior> behavior =
       ParseSplitBehavior(json, "behavior", path, SplitBehavior::kIsolated);

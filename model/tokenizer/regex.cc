@@ -68,9 +68,9 @@ class PatternTranslator {
   absl::Status ClassChar() {
     const char c = p_[i_];
     if (c == '[') {
-      return Unsupported(Peek(1) == ':' ? "POSIX bracket class"
-                                        : "nested character class",
-                         p_);
+      return Unsupported(
+          Peek(1) == ':' ? "POSIX bracket class" : "nested character class",
+          p_);
     }
     if (c == '&' && Peek(1) == '&') return Unsupported("class '&&'", p_);
     if (c == ']') in_class_ = false;
@@ -82,8 +82,7 @@ class PatternTranslator {
   absl::Status GroupOpen() {
     // "(?" followed by a group kind PCRE2 reads the same way, or options.
     const char k = Peek(2);
-    if (k == ':' || k == '=' || k == '!' || k == '>' || k == '<' ||
-        k == '#') {
+    if (k == ':' || k == '=' || k == '!' || k == '>' || k == '<' || k == '#') {
       out_.append("(?");
       i_ += 2;
       return absl::OkStatus();
@@ -258,9 +257,9 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(absl::string_view pattern,
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return absl::InvalidArgumentError(absl::StrCat(
-        "regex '", pattern, "' does not compile at offset ", offset, ": ",
-        reinterpret_cast<const char*>(message)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex '", pattern, "' does not compile at offset ",
+                     offset, ": ", reinterpret_cast<const char*>(message)));
   }
   const bool jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   return std::unique_ptr<Regex>(new Regex(code, jit));
@@ -307,16 +306,14 @@ absl::Status Regex::ForEachMatch(
     const int rc =
         jit_ ? pcre2_jit_match(code_, subject, text.size(), pos, 0,
                                scratch.match_data, scratch.context)
-             : pcre2_match(code_, subject, text.size(), pos,
-                           PCRE2_NO_UTF_CHECK, scratch.match_data,
-                           scratch.context);
+             : pcre2_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
+                           scratch.match_data, scratch.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
-      return absl::ResourceExhaustedError(
-          absl::StrCat("regex match failed: ",
-                       reinterpret_cast<const char*>(message)));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "regex match failed: ", reinterpret_cast<const char*>(message)));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.match_data);
     const size_t begin = ov[0];

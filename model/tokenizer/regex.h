@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 struct pcre2_real_code_8;

@@ -54,7 +54,10 @@ TEST(RegexTest, FindIterSkipsEmptyMatchesAfterAMatch) {
 
 TEST(RegexTest, OnigurumaClassesOnUnicode) {
   // NEL (U+0085) is whitespace for Oniguruma's \s.
-  EXPECT_EQ(Matches("\\s+", "a\xC2\x85" "b"), (Spans{{1, 3}}));
+  EXPECT_EQ(Matches("\\s+",
+                    "a\xC2\x85"
+                    "b"),
+            (Spans{{1, 3}}));
   // A combining mark is a word character for Oniguruma's \w.
   EXPECT_EQ(Matches("\\w+", "e\xCC\x81!"), (Spans{{0, 3}}));
   // Lookahead and case-insensitive groups as in the Llama 3 pattern.

@@ -5,8 +5,8 @@
 namespace radixkv::model {
 
 absl::StatusOr<SplitBehavior> ParseSplitBehavior(
-    const json_fields::Json& obj, absl::string_view key,
-    absl::string_view path, std::optional<SplitBehavior> default_value) {
+    const json_fields::Json& obj, absl::string_view key, absl::string_view path,
+    std::optional<SplitBehavior> default_value) {
   absl::StatusOr<std::optional<std::string>> name =
       json_fields::OptionalString(obj, key, path);
   if (!name.ok()) return name.status();
@@ -26,8 +26,7 @@ absl::StatusOr<SplitBehavior> ParseSplitBehavior(
 
 // Each case is the forward, one-pending-segment form of the fold tokenizers
 // runs over the segment list in NormalizedString::split.
-absl::Status SegmentSplitter::Add(uint32_t begin, uint32_t end,
-                                  bool is_match) {
+absl::Status SegmentSplitter::Add(uint32_t begin, uint32_t end, bool is_match) {
   if (invert_) is_match = !is_match;
   absl::Status s;
   switch (behavior_) {

@@ -30,8 +30,8 @@ enum class SplitBehavior {
 // Reads member `key` ("Removed", "Isolated", ...); `default_value` if absent
 // (INVALID_ARGUMENT if absent without one, or unknown).
 absl::StatusOr<SplitBehavior> ParseSplitBehavior(
-    const json_fields::Json& obj, absl::string_view key,
-    absl::string_view path, std::optional<SplitBehavior> default_value);
+    const json_fields::Json& obj, absl::string_view key, absl::string_view path,
+    std::optional<SplitBehavior> default_value);
 
 // Receives the kept byte ranges [begin, end) of a piece, in order, never
 // empty.

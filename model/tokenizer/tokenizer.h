@@ -34,8 +34,8 @@ class Tokenizer {
   // (BOS, EOS, chat markers). Bytes that do not form UTF-8 (e.g. a partial
   // character at the end) decode to U+FFFD. INVALID_ARGUMENT if an id is
   // outside [0, vocab_size()) or has no token.
-  virtual absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
-                                             bool skip_special_tokens) const = 0;
+  virtual absl::StatusOr<std::string> Decode(
+      absl::Span<const int32_t> ids, bool skip_special_tokens) const = 0;
 
   // Number of token ids: every valid id is in [0, vocab_size()).
   virtual int32_t vocab_size() const = 0;

@@ -82,8 +82,7 @@ absl::StatusOr<std::optional<bool>> OptionalBool(const Json& config,
 }
 
 // An id field: an integer or a list of integers (empty if absent).
-absl::StatusOr<std::vector<int32_t>> IdList(const Json& config,
-                                            const char* key,
+absl::StatusOr<std::vector<int32_t>> IdList(const Json& config, const char* key,
                                             absl::string_view file) {
   std::vector<int32_t> ids;
   const Json* v = json_fields::Find(config, key);
@@ -130,7 +129,8 @@ absl::Status ConfigTemplates(const Json& config,
   }
   for (size_t i = 0; i < v->size(); ++i) {
     const std::string where = json_fields::Element(path, i);
-    absl::StatusOr<std::string> name = json_fields::String((*v)[i], "name", where);
+    absl::StatusOr<std::string> name =
+        json_fields::String((*v)[i], "name", where);
     if (!name.ok()) return name.status();
     absl::StatusOr<std::string> text =
         json_fields::String((*v)[i], "template", where);
@@ -152,8 +152,8 @@ absl::Status FileTemplates(const std::filesystem::path& dir,
   std::error_code ec;
   const std::filesystem::path extra = dir / "additional_chat_templates";
   if (!std::filesystem::is_directory(extra, ec)) return absl::OkStatus();
-  for (std::filesystem::directory_iterator it(extra, ec), end;
-       !ec && it != end; it.increment(ec)) {
+  for (std::filesystem::directory_iterator it(extra, ec), end; !ec && it != end;
+       it.increment(ec)) {
     const std::filesystem::path& path = it->path();
     if (path.extension() != ".jinja") continue;
     absl::StatusOr<std::optional<std::string>> text = ReadOptionalFile(path);
@@ -177,8 +177,9 @@ absl::Status ReadSpecialTokens(const Json& tc, TokenizerFiles* files) {
     if (!v.ok()) return v.status();
     *field = *v;
   }
-  for (auto [key, field] : {std::pair{"add_bos_token", &files->add_bos_token},
-                            std::pair{"add_eos_token", &files->add_eos_token}}) {
+  for (auto [key, field] :
+       {std::pair{"add_bos_token", &files->add_bos_token},
+        std::pair{"add_eos_token", &files->add_eos_token}}) {
     absl::StatusOr<std::optional<bool>> v = OptionalBool(tc, key, file);
     if (!v.ok()) return v.status();
     *field = *v;

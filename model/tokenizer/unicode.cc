@@ -38,8 +38,7 @@ bool IsWhitespace(char32_t c) {
 
 bool IsNumeric(char32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
-  return (CategoryMask(c) &
-          (U_GC_ND_MASK | U_GC_NL_MASK | U_GC_NO_MASK)) != 0;
+  return (CategoryMask(c) & (U_GC_ND_MASK | U_GC_NL_MASK | U_GC_NO_MASK)) != 0;
 }
 
 bool IsPunctuation(char32_t c) {

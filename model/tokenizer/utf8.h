@@ -29,7 +29,10 @@ inline int SequenceLength(unsigned char lead) {
 inline char32_t DecodeValid(absl::string_view s, size_t* pos) {
   const unsigned char b0 = static_cast<unsigned char>(s[*pos]);
   const int n = SequenceLength(b0);
-  char32_t cp = n == 1 ? b0 : n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : b0 & 0x07;
+  char32_t cp = n == 1   ? b0
+                : n == 2 ? (b0 & 0x1F)
+                : n == 3 ? (b0 & 0x0F)
+                         : b0 & 0x07;
   for (int k = 1; k < n; ++k) {
     cp = (cp << 6) | (static_cast<unsigned char>(s[*pos + k]) & 0x3F);
   }

@@ -20,9 +20,11 @@ const std::string kFffd = absl::CEscape(std::string(kReplacementChar));
 TEST(Utf8Test, LossyReplacesEachMaximalIllFormedSubpart) {
   EXPECT_EQ(Lossy("plain ascii"), "plain ascii");
   EXPECT_EQ(Lossy("\xE6\x97\xA5"), absl::CEscape("\xE6\x97\xA5"));
-  EXPECT_EQ(Lossy("ab\xFF" "cd"), "ab" + kFffd + "cd");
-  EXPECT_EQ(Lossy("\xF0\x9F\x98"), kFffd);          // truncated 4-byte
-  EXPECT_EQ(Lossy("\xC3("), kFffd + "(");             // bad continuation
+  EXPECT_EQ(Lossy("ab\xFF"
+                  "cd"),
+            "ab" + kFffd + "cd");
+  EXPECT_EQ(Lossy("\xF0\x9F\x98"), kFffd);                  // truncated 4-byte
+  EXPECT_EQ(Lossy("\xC3("), kFffd + "(");                   // bad continuation
   EXPECT_EQ(Lossy("\xE0\x80\x80"), kFffd + kFffd + kFffd);  // overlong
   EXPECT_EQ(Lossy("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // surrogate
   EXPECT_EQ(Lossy("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);
