@@ -5,12 +5,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer/refusal_testing.h"
 
 namespace radixkv::model {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
+
 using Json = json_fields::Json;
 using Strings = std::vector<std::string>;
 
@@ -100,23 +101,17 @@ TEST_F(AddedVocabularyTest, LongestMatchFirst) {
 }
 
 TEST_F(AddedVocabularyTest, RefusesInconsistentTokens) {
-  struct Case {
-    const char* json;
-    const char* message;
-  };
-  for (const Case& c : {
-           Case{R"([{"id": 5, "content": "<x>"}])",
-                "has id 5 but Hugging Face tokenizers would give it 0"},
-           Case{R"([{"id": 0, "content": "<x>"}, {"id": 1, "content": "<x>"}])",
-                "added_tokens[1]: duplicate added token '<x>'"},
-           Case{R"([{"id": 0, "content": ""}])", "added_tokens[0]: empty"},
-           Case{R"([{"content": "<x>"}])", "missing id"},
-           Case{R"({"id": 0})", "expected an array"},
-       }) {
-    absl::StatusOr<AddedVocabulary> v = Build(c.json);
-    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
-    EXPECT_THAT(std::string(v.status().message()), HasSubstr(c.message));
-  }
+  testing::ExpectRefusals(
+      {
+          {R"([{"id": 5, "content": "<x>"}])",
+           "has id 5 but Hugging Face tokenizers would give it 0"},
+          {R"([{"id": 0, "content": "<x>"}, {"id": 1, "content": "<x>"}])",
+           "added_tokens[1]: duplicate added token '<x>'"},
+          {R"([{"id": 0, "content": ""}])", "added_tokens[0]: empty"},
+          {R"([{"content": "<x>"}])", "missing id"},
+          {R"({"id": 0})", "expected an array"},
+      },
+      [this](const std::string& j) { return Build(j.c_str()); });
 }
 
 }  // namespace

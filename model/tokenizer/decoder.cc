@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "model/tokenizer/byte_level.h"
 #include "model/tokenizer/pattern.h"
+#include "model/tokenizer/pre_tokenizer.h"
 #include "model/tokenizer/utf8.h"
 
 namespace radixkv::model {
@@ -198,21 +199,10 @@ absl::StatusOr<std::unique_ptr<Decoder>> MetaspaceFromJson(
   absl::StatusOr<char32_t> replacement =
       json_fields::Char(json, "replacement", path);
   if (!replacement.ok()) return replacement.status();
-  absl::StatusOr<std::optional<std::string>> scheme =
-      json_fields::OptionalString(json, "prepend_scheme", path);
+  absl::StatusOr<PrependScheme> scheme = ParsePrependScheme(json, path);
   if (!scheme.ok()) return scheme.status();
-  const std::string name = scheme->value_or("always");
-  if (name != "always" && name != "first" && name != "never") {
-    return json_fields::Unsupported("Metaspace prepend_scheme", name,
-                                    json_fields::Child(path, "prepend_scheme"));
-  }
-  const Json* legacy = json_fields::Find(json, "add_prefix_space");
-  if (legacy != nullptr && legacy->is_boolean() && !legacy->get<bool>() &&
-      name != "never") {
-    return json_fields::Invalid(
-        path, "add_prefix_space does not match declared prepend_scheme");
-  }
-  return std::make_unique<MetaspaceDecoder>(*replacement, name != "never");
+  return std::make_unique<MetaspaceDecoder>(*replacement,
+                                            *scheme != PrependScheme::kNever);
 }
 
 absl::StatusOr<std::unique_ptr<Decoder>> StripFromJson(const Json& json,
@@ -244,17 +234,11 @@ absl::StatusOr<std::unique_ptr<Decoder>> ReplaceFromJson(
 
 absl::StatusOr<std::unique_ptr<Decoder>> SequenceFromJson(
     const Json& json, absl::string_view path) {
-  absl::StatusOr<const Json*> list = json_fields::Array(json, "decoders", path);
-  if (!list.ok()) return list.status();
-  std::vector<std::unique_ptr<Decoder>> steps;
-  for (size_t i = 0; i < (*list)->size(); ++i) {
-    absl::StatusOr<std::unique_ptr<Decoder>> step = Decoder::FromJson(
-        (**list)[i],
-        json_fields::Element(json_fields::Child(path, "decoders"), i));
-    if (!step.ok()) return step.status();
-    steps.push_back(std::move(*step));
-  }
-  return std::make_unique<SequenceDecoder>(std::move(steps));
+  absl::StatusOr<std::vector<std::unique_ptr<Decoder>>> steps =
+      json_fields::ComponentList<Decoder>(json, "decoders", path,
+                                          Decoder::FromJson);
+  if (!steps.ok()) return steps.status();
+  return std::make_unique<SequenceDecoder>(std::move(*steps));
 }
 
 }  // namespace

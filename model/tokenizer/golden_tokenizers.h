@@ -21,6 +21,15 @@ inline const std::vector<std::string>& GoldenTokenizerNames() {
   return *names;
 }
 
+// A gtest parameter name for a golden folder name ('-' -> '_').
+inline std::string GoldenParamName(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (c == '-') c = '_';
+  }
+  return out;
+}
+
 // One case of cases.json.
 struct GoldenCase {
   std::string text;

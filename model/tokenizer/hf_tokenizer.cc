@@ -36,6 +36,19 @@ absl::StatusOr<std::unique_ptr<BpeModel>> ModelFromJson(const Json& root) {
   return BpeModel::FromJson(*model, "model");
 }
 
+// Builds the component at top-level `key` into *out with `from_json`; a
+// null or absent component leaves *out null.
+template <typename T, typename FromJson>
+absl::Status OptionalComponent(const Json& root, const char* key,
+                               FromJson from_json, std::unique_ptr<T>* out) {
+  const Json* json = json_fields::Find(root, key);
+  if (json == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<T>> component = from_json(*json, key);
+  if (!component.ok()) return component.status();
+  *out = std::move(*component);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
@@ -92,37 +105,27 @@ absl::Status HfTokenizer::Load(const Json& root) {
   absl::StatusOr<std::unique_ptr<BpeModel>> model = ModelFromJson(root);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
-  if (const Json* n = json_fields::Find(root, "normalizer")) {
-    absl::StatusOr<std::unique_ptr<Normalizer>> normalizer =
-        Normalizer::FromJson(*n, "normalizer");
-    if (!normalizer.ok()) return normalizer.status();
-    normalizer_ = std::move(*normalizer);
+  absl::Status s =
+      OptionalComponent(root, "normalizer", Normalizer::FromJson, &normalizer_);
+  if (s.ok()) {
+    s = OptionalComponent(root, "pre_tokenizer", PreTokenizer::FromJson,
+                          &pre_tokenizer_);
   }
-  if (const Json* p = json_fields::Find(root, "pre_tokenizer")) {
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
-        PreTokenizer::FromJson(*p, "pre_tokenizer");
-    if (!pre.ok()) return pre.status();
-    pre_tokenizer_ = std::move(*pre);
-  }
+  if (!s.ok()) return s;
   absl::StatusOr<AddedVocabulary> added =
       AddedVocabulary::Build(json_fields::Find(root, "added_tokens"),
                              "added_tokens", *model_, normalizer_.get());
   if (!added.ok()) return added.status();
   added_ = std::move(*added);
   vocab_size_ = std::max(model_->id_bound(), added_.id_bound());
-  if (const Json* p = json_fields::Find(root, "post_processor")) {
-    absl::StatusOr<std::unique_ptr<PostProcessor>> post =
-        PostProcessor::FromJson(*p, "post_processor", vocab_size_);
-    if (!post.ok()) return post.status();
-    post_processor_ = std::move(*post);
-  }
-  if (const Json* d = json_fields::Find(root, "decoder")) {
-    absl::StatusOr<std::unique_ptr<Decoder>> decoder =
-        Decoder::FromJson(*d, "decoder");
-    if (!decoder.ok()) return decoder.status();
-    decoder_ = std::move(*decoder);
-  }
-  return absl::OkStatus();
+  s = OptionalComponent(
+      root, "post_processor",
+      [this](const Json& j, absl::string_view path) {
+        return PostProcessor::FromJson(j, path, vocab_size_);
+      },
+      &post_processor_);
+  if (!s.ok()) return s;
+  return OptionalComponent(root, "decoder", Decoder::FromJson, &decoder_);
 }
 
 absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(

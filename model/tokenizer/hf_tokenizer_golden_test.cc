@@ -58,11 +58,7 @@ TEST_P(GoldenTokenizerTest, EveryCaseMatches) {
 INSTANTIATE_TEST_SUITE_P(AllGolden, GoldenTokenizerTest,
                          ::testing::ValuesIn(testing::GoldenTokenizerNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
+                           return testing::GoldenParamName(info.param);
                          });
 
 }  // namespace

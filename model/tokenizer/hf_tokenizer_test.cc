@@ -8,12 +8,12 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer/refusal_testing.h"
 
 namespace radixkv::model {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 // A byte-level tokenizer in the Llama 3 layout over a tiny vocabulary:
 // Split (Isolated) + ByteLevel, BOS by a template, <|eot|> special.
@@ -118,53 +118,46 @@ TEST(HfTokenizerTest, NoDecoderJoinsWithSpaces) {
 TEST(HfTokenizerTest, RefusesUnsupportedComponents) {
   const std::string base =
       absl::StrReplaceAll(kByteLevel, {{"NORMALIZER", "null"}});
-  struct Case {
-    std::string json;
-    const char* message;
-  };
-  const std::vector<Case> cases = {
-      {"{not json", "not a JSON object"},
-      {absl::StrReplaceAll(base,
-                           {{"\"version\": \"1.0\"", "\"version\": \"2.0\""}}),
-       "tokenizer.json version '\"2.0\"' at version"},
-      {absl::StrReplaceAll(base, {{"\"truncation\": null",
-                                   "\"truncation\": {\"max_length\": 8}"}}),
-       "truncation '{\"max_length\":8}' at truncation is not supported"},
-      {absl::StrReplaceAll(
-           base, {{"\"padding\": null", "\"padding\": {\"pad_id\": 0}"}}),
-       "padding '"},
-      {absl::StrReplaceAll(kByteLevel, {{"NORMALIZER", R"({"type": "Nmt"})"}}),
-       "normalizer 'Nmt' at normalizer is not supported"},
-      {absl::StrReplaceAll(base,
-                           {{"\"type\": \"BPE\"", "\"type\": \"WordPiece\""}}),
-       "model 'WordPiece' at model.type is not supported"},
-      {absl::StrReplaceAll(base,
-                           {{"\"type\": \"BPE\"", "\"type\": \"Unigram\""}}),
-       "model 'Unigram' at model.type"},
-      {absl::StrReplaceAll(base,
-                           {{"\"type\": \"BPE\"", "\"type\": \"WordLevel\""}}),
-       "model 'WordLevel' at model.type"},
-      {absl::StrReplaceAll(base, {{"\"dropout\": null", "\"dropout\": 0.25"}}),
-       "BPE dropout '0.25' at model.dropout"},
-      {absl::StrReplaceAll(
-           base, {{"\"type\": \"Split\"", "\"type\": \"UnicodeScripts\""}}),
-       "pre_tokenizer 'UnicodeScripts' at pre_tokenizer.pretokenizers[0]"},
-      {absl::StrReplaceAll(base, {{"\"type\": \"TemplateProcessing\"",
-                                   "\"type\": \"Unknown\""}}),
-       "post_processor 'Unknown' at post_processor"},
-      {absl::StrReplaceAll(base, {{"\"decoder\": {\"type\": \"ByteLevel\"",
-                                   "\"decoder\": {\"type\": \"CTC\""}}),
-       "decoder 'CTC' at decoder"},
-      {absl::StrReplaceAll(base, {{"\"id\": 9,", "\"id\": 12,"}}),
-       "added_tokens[1]: added token '<|eot|>' has id 12"},
-  };
-  for (const Case& c : cases) {
-    absl::StatusOr<std::unique_ptr<HfTokenizer>> t =
-        HfTokenizer::FromJson(c.json);
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument)
-        << c.message;
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr(c.message));
-  }
+  testing::ExpectRefusals(
+      {
+          {"{not json", "not a JSON object"},
+          {absl::StrReplaceAll(
+               base, {{"\"version\": \"1.0\"", "\"version\": \"2.0\""}}),
+           "tokenizer.json version '\"2.0\"' at version"},
+          {absl::StrReplaceAll(base, {{"\"truncation\": null",
+                                       "\"truncation\": {\"max_length\": 8}"}}),
+           "truncation '{\"max_length\":8}' at truncation is not supported"},
+          {absl::StrReplaceAll(
+               base, {{"\"padding\": null", "\"padding\": {\"pad_id\": 0}"}}),
+           "padding '"},
+          {absl::StrReplaceAll(kByteLevel,
+                               {{"NORMALIZER", R"({"type": "Nmt"})"}}),
+           "normalizer 'Nmt' at normalizer is not supported"},
+          {absl::StrReplaceAll(
+               base, {{"\"type\": \"BPE\"", "\"type\": \"WordPiece\""}}),
+           "model 'WordPiece' at model.type is not supported"},
+          {absl::StrReplaceAll(
+               base, {{"\"type\": \"BPE\"", "\"type\": \"Unigram\""}}),
+           "model 'Unigram' at model.type"},
+          {absl::StrReplaceAll(
+               base, {{"\"type\": \"BPE\"", "\"type\": \"WordLevel\""}}),
+           "model 'WordLevel' at model.type"},
+          {absl::StrReplaceAll(base,
+                               {{"\"dropout\": null", "\"dropout\": 0.25"}}),
+           "BPE dropout '0.25' at model.dropout"},
+          {absl::StrReplaceAll(
+               base, {{"\"type\": \"Split\"", "\"type\": \"UnicodeScripts\""}}),
+           "pre_tokenizer 'UnicodeScripts' at pre_tokenizer.pretokenizers[0]"},
+          {absl::StrReplaceAll(base, {{"\"type\": \"TemplateProcessing\"",
+                                       "\"type\": \"Unknown\""}}),
+           "post_processor 'Unknown' at post_processor"},
+          {absl::StrReplaceAll(base, {{"\"decoder\": {\"type\": \"ByteLevel\"",
+                                       "\"decoder\": {\"type\": \"CTC\""}}),
+           "decoder 'CTC' at decoder"},
+          {absl::StrReplaceAll(base, {{"\"id\": 9,", "\"id\": 12,"}}),
+           "added_tokens[1]: added token '<|eot|>' has id 12"},
+      },
+      [](const std::string& j) { return HfTokenizer::FromJson(j); });
 }
 
 TEST(HfTokenizerTest, LoadFile) {

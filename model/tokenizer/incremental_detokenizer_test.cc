@@ -132,11 +132,7 @@ TEST_P(IncrementalGoldenTest, OutOfRangeIdLeavesStateUnchanged) {
 INSTANTIATE_TEST_SUITE_P(AllGolden, IncrementalGoldenTest,
                          ::testing::ValuesIn(testing::GoldenTokenizerNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
+                           return testing::GoldenParamName(info.param);
                          });
 
 // A tokenizer whose tokens are raw bytes: a character split over tokens, and

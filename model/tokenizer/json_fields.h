@@ -6,8 +6,10 @@
 #define RADIXKV_MODEL_TOKENIZER_JSON_FIELDS_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +66,26 @@ absl::StatusOr<std::string> Type(const Json& obj, absl::string_view path);
 // Required array member.
 absl::StatusOr<const Json*> Array(const Json& obj, absl::string_view key,
                                   absl::string_view path);
+
+// Builds one component per element of the array member `key` with
+// `from_json(element, "<path>.<key>[i]")` (a Sequence's steps); the first
+// error wins.
+template <typename T, typename FromJson>
+absl::StatusOr<std::vector<std::unique_ptr<T>>> ComponentList(
+    const Json& obj, absl::string_view key, absl::string_view path,
+    FromJson from_json) {
+  absl::StatusOr<const Json*> list = Array(obj, key, path);
+  if (!list.ok()) return list.status();
+  const std::string list_path = Child(path, key);
+  std::vector<std::unique_ptr<T>> out;
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    absl::StatusOr<std::unique_ptr<T>> item =
+        from_json((**list)[i], Element(list_path, i));
+    if (!item.ok()) return item.status();
+    out.push_back(std::move(*item));
+  }
+  return out;
+}
 
 }  // namespace radixkv::model::json_fields
 

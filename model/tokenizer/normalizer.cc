@@ -121,18 +121,11 @@ class Sequence : public Normalizer {
 
 absl::StatusOr<std::unique_ptr<Normalizer>> SequenceFromJson(
     const Json& json, absl::string_view path) {
-  absl::StatusOr<const Json*> list =
-      json_fields::Array(json, "normalizers", path);
-  if (!list.ok()) return list.status();
-  std::vector<std::unique_ptr<Normalizer>> steps;
-  for (size_t i = 0; i < (*list)->size(); ++i) {
-    absl::StatusOr<std::unique_ptr<Normalizer>> step = Normalizer::FromJson(
-        (**list)[i],
-        json_fields::Element(json_fields::Child(path, "normalizers"), i));
-    if (!step.ok()) return step.status();
-    steps.push_back(std::move(*step));
-  }
-  return std::make_unique<Sequence>(std::move(steps));
+  absl::StatusOr<std::vector<std::unique_ptr<Normalizer>>> steps =
+      json_fields::ComponentList<Normalizer>(json, "normalizers", path,
+                                             Normalizer::FromJson);
+  if (!steps.ok()) return steps.status();
+  return std::make_unique<Sequence>(std::move(*steps));
 }
 
 }  // namespace

@@ -170,19 +170,18 @@ absl::StatusOr<std::unique_ptr<AffixProcessor>> AffixFromJson(
                                             std::vector<int32_t>{});
   }
   if (*type == "Sequence") {
-    absl::StatusOr<const Json*> list =
-        json_fields::Array(json, "processors", path);
-    if (!list.ok()) return list.status();
+    absl::StatusOr<std::vector<std::unique_ptr<AffixProcessor>>> steps =
+        json_fields::ComponentList<AffixProcessor>(
+            json, "processors", path,
+            [id_bound](const Json& j, absl::string_view p) {
+              return AffixFromJson(j, p, id_bound);
+            });
+    if (!steps.ok()) return steps.status();
     auto combined = std::make_unique<AffixProcessor>(std::vector<int32_t>{},
                                                      std::vector<int32_t>{});
-    for (size_t i = 0; i < (*list)->size(); ++i) {
-      absl::StatusOr<std::unique_ptr<AffixProcessor>> step = AffixFromJson(
-          (**list)[i],
-          json_fields::Element(json_fields::Child(path, "processors"), i),
-          id_bound);
-      if (!step.ok()) return step.status();
-      (*step)->Wrap(*combined);
-      combined = std::move(*step);
+    for (std::unique_ptr<AffixProcessor>& step : *steps) {
+      step->Wrap(*combined);
+      combined = std::move(step);
     }
     return combined;
   }

@@ -106,8 +106,6 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   std::unique_ptr<Regex> regex_;  // null: use_regex false
 };
 
-enum class PrependScheme { kAlways, kFirst, kNever };
-
 // Metaspace: spaces become the replacement character, which is prepended
 // per the scheme; then optionally split before each replacement character.
 class Metaspace : public PreTokenizer {
@@ -217,49 +215,20 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MetaspaceFromJson(
   absl::StatusOr<char32_t> replacement =
       json_fields::Char(json, "replacement", path);
   if (!replacement.ok()) return replacement.status();
-  absl::StatusOr<std::optional<std::string>> scheme_name =
-      json_fields::OptionalString(json, "prepend_scheme", path);
-  if (!scheme_name.ok()) return scheme_name.status();
-  PrependScheme scheme = PrependScheme::kAlways;
-  if (scheme_name->has_value()) {
-    if (**scheme_name == "first") {
-      scheme = PrependScheme::kFirst;
-    } else if (**scheme_name == "never") {
-      scheme = PrependScheme::kNever;
-    } else if (**scheme_name != "always") {
-      return json_fields::Unsupported(
-          "Metaspace prepend_scheme", **scheme_name,
-          json_fields::Child(path, "prepend_scheme"));
-    }
-  }
-  // The legacy add_prefix_space: false must agree with prepend_scheme
-  // "never" (tokenizers refuses the file otherwise).
-  const Json* legacy = json_fields::Find(json, "add_prefix_space");
-  if (legacy != nullptr && legacy->is_boolean() && !legacy->get<bool>()) {
-    if (scheme != PrependScheme::kNever) {
-      return json_fields::Invalid(
-          path, "add_prefix_space does not match declared prepend_scheme");
-    }
-  }
+  absl::StatusOr<PrependScheme> scheme = ParsePrependScheme(json, path);
+  if (!scheme.ok()) return scheme.status();
   absl::StatusOr<bool> split = json_fields::Bool(json, "split", path, true);
   if (!split.ok()) return split.status();
-  return std::make_unique<Metaspace>(*replacement, scheme, *split);
+  return std::make_unique<Metaspace>(*replacement, *scheme, *split);
 }
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> SequenceFromJson(
     const Json& json, absl::string_view path) {
-  absl::StatusOr<const Json*> list =
-      json_fields::Array(json, "pretokenizers", path);
-  if (!list.ok()) return list.status();
-  std::vector<std::unique_ptr<PreTokenizer>> steps;
-  for (size_t i = 0; i < (*list)->size(); ++i) {
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> step = PreTokenizer::FromJson(
-        (**list)[i],
-        json_fields::Element(json_fields::Child(path, "pretokenizers"), i));
-    if (!step.ok()) return step.status();
-    steps.push_back(std::move(*step));
-  }
-  return std::make_unique<Sequence>(std::move(steps));
+  absl::StatusOr<std::vector<std::unique_ptr<PreTokenizer>>> steps =
+      json_fields::ComponentList<PreTokenizer>(json, "pretokenizers", path,
+                                               PreTokenizer::FromJson);
+  if (!steps.ok()) return steps.status();
+  return std::make_unique<Sequence>(std::move(*steps));
 }
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> CharSplitFromJson(
@@ -283,6 +252,34 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> CharSplitFromJson(
 }
 
 }  // namespace
+
+absl::StatusOr<PrependScheme> ParsePrependScheme(const Json& json,
+                                                 absl::string_view path) {
+  absl::StatusOr<std::optional<std::string>> name =
+      json_fields::OptionalString(json, "prepend_scheme", path);
+  if (!name.ok()) return name.status();
+  PrependScheme scheme = PrependScheme::kAlways;
+  if (name->has_value()) {
+    if (**name == "first") {
+      scheme = PrependScheme::kFirst;
+    } else if (**name == "never") {
+      scheme = PrependScheme::kNever;
+    } else if (**name != "always") {
+      return json_fields::Unsupported(
+          "Metaspace prepend_scheme", **name,
+          json_fields::Child(path, "prepend_scheme"));
+    }
+  }
+  // The legacy add_prefix_space: false must agree with prepend_scheme
+  // "never" (tokenizers refuses the file otherwise).
+  const Json* legacy = json_fields::Find(json, "add_prefix_space");
+  if (legacy != nullptr && legacy->is_boolean() && !legacy->get<bool>() &&
+      scheme != PrependScheme::kNever) {
+    return json_fields::Invalid(
+        path, "add_prefix_space does not match declared prepend_scheme");
+  }
+  return scheme;
+}
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(
     const Json& json, absl::string_view path) {

@@ -32,6 +32,20 @@ class PreTokenizer {
       const json_fields::Json& json, absl::string_view path);
 };
 
+// Metaspace's "prepend_scheme" (pre-tokenizer and decoder): where the
+// replacement character is put in front of a piece.
+enum class PrependScheme {
+  kAlways,  // every piece
+  kFirst,   // only the piece at the start of the input
+  kNever,
+};
+
+// Reads "prepend_scheme" (default "always") from a Metaspace object and
+// checks the legacy "add_prefix_space" against it. INVALID_ARGUMENT for an
+// unknown scheme or add_prefix_space false with a scheme other than never.
+absl::StatusOr<PrependScheme> ParsePrependScheme(const json_fields::Json& json,
+                                                 absl::string_view path);
+
 }  // namespace radixkv::model
 
 #endif  // RADIXKV_MODEL_TOKENIZER_PRE_TOKENIZER_H_

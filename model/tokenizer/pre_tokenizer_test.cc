@@ -5,12 +5,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer/refusal_testing.h"
 
 namespace radixkv::model {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
+
 using Json = json_fields::Json;
 using Strings = std::vector<std::string>;
 
@@ -135,39 +136,34 @@ TEST(PreTokenizerTest, SequenceFeedsEachPieceToTheNextStep) {
 }
 
 TEST(PreTokenizerTest, RefusesUnsupportedByNameAndPath) {
-  struct Case {
-    const char* json;
-    const char* message;
-  };
-  for (const Case& c : {
-           Case{R"({"type": "BertPreTokenizer"})",
-                "pre_tokenizer 'BertPreTokenizer' at pre_tokenizer is not "
-                "supported"},
-           Case{R"({"type": "Sequence", "pretokenizers": [
+  testing::ExpectRefusals(
+      {
+          {R"({"type": "BertPreTokenizer"})",
+           "pre_tokenizer 'BertPreTokenizer' at pre_tokenizer is not "
+           "supported"},
+          {R"({"type": "Sequence", "pretokenizers": [
                    {"type": "UnicodeScripts"}]})",
-                "'UnicodeScripts' at pre_tokenizer.pretokenizers[0]"},
-           Case{R"({"type": "Split", "pattern": {"String": "-"},
+           "'UnicodeScripts' at pre_tokenizer.pretokenizers[0]"},
+          {R"({"type": "Split", "pattern": {"String": "-"},
                    "behavior": "Dropped"})",
-                "split behavior 'Dropped' at pre_tokenizer.behavior"},
-           Case{R"({"type": "Split", "pattern": {"Regex": "\\bx"},
+           "split behavior 'Dropped' at pre_tokenizer.behavior"},
+          {R"({"type": "Split", "pattern": {"Regex": "\\bx"},
                    "behavior": "Isolated"})",
-                "pre_tokenizer.pattern"},
-           Case{R"({"type": "Split", "pattern": {"Both": "-"},
+           "pre_tokenizer.pattern"},
+          {R"({"type": "Split", "pattern": {"Both": "-"},
                    "behavior": "Isolated"})",
-                "pre_tokenizer.pattern"},
-           Case{R"({"type": "Metaspace", "replacement": "_",
+           "pre_tokenizer.pattern"},
+          {R"({"type": "Metaspace", "replacement": "_",
                    "add_prefix_space": false})",
-                "add_prefix_space does not match"},
-           Case{R"({"type": "Metaspace", "replacement": "ab"})",
-                "exactly one character"},
-           Case{R"({"type": "CharDelimiterSplit", "delimiter": " "})",
-                "'CharDelimiterSplit'"},
-       }) {
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> p =
-        PreTokenizer::FromJson(Json::parse(c.json), "pre_tokenizer");
-    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
-    EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.message));
-  }
+           "add_prefix_space does not match"},
+          {R"({"type": "Metaspace", "replacement": "ab"})",
+           "exactly one character"},
+          {R"({"type": "CharDelimiterSplit", "delimiter": " "})",
+           "'CharDelimiterSplit'"},
+      },
+      [](const std::string& j) {
+        return PreTokenizer::FromJson(Json::parse(j), "pre_tokenizer");
+      });
 }
 
 }  // namespace
