@@ -27,8 +27,9 @@ PACKAGES=(
   # worker: tokenizer, BLAS, JSON, logging
   libsentencepiece-dev libopenblas-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev
-  # chat templates: Unicode character properties and case mapping
-  libicu-dev
+  # tokenizer.json (regex of the split patterns) and chat templates
+  # (Unicode normalization, character properties, case mapping)
+  libpcre2-dev libicu-dev
   # cross-language clients (tests, examples): run on /usr/bin/python3
   python3 python3-grpcio python3-grpc-tools
   # misc tools the scripts use
