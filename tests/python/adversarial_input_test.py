@@ -645,22 +645,39 @@ class AdversarialInputTest(unittest.TestCase):
                     self.fail("undecodable request accepted by " + method)
                 except grpc.RpcError as e:
                     self.assertNotEqual(e.code(), grpc.StatusCode.OK)
-        # The worker parses its request bodies itself: INVALID_ARGUMENT
-        # naming the message and its size.
-        ch = channel(self.worker_ports["adv-w1"])
+        # The worker and the router parse their request bodies themselves:
+        # INVALID_ARGUMENT naming the message and its size.
         garbage = b"\xff\xff\xff\xff\x0f"
-        for method, message in (("GetStats", "WorkerStatsRequest"),
-                                ("Abort", "AbortRequest")):
-            try:
-                ch.unary_unary("/radixkv.v1.Worker/" + method)(garbage,
-                                                               timeout=5)
-                self.fail("undecodable request accepted by " + method)
-            except grpc.RpcError as e:
-                self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
-                self.assertEqual(e.details(),
-                                 message + ": unparseable message (5 bytes)")
+        for port, service, unary in (
+                (self.worker_ports["adv-w1"], "Worker",
+                 (("GetStats", "WorkerStatsRequest"),
+                  ("Abort", "AbortRequest"))),
+                (self.router_port, "Router",
+                 (("ListWorkers", "ListWorkersRequest"),
+                  ("Abort", "AbortRequest")))):
+            ch = channel(port)
+            for method, message in unary:
+                try:
+                    ch.unary_unary("/radixkv.v1.%s/%s" % (service, method))(
+                        garbage, timeout=5)
+                    self.fail("undecodable request accepted by " + method)
+                except grpc.RpcError as e:
+                    self.assertEqual(e.code(),
+                                     grpc.StatusCode.INVALID_ARGUMENT)
+                    self.assertEqual(
+                        e.details(),
+                        message + ": unparseable message (5 bytes)")
+            self.assert_generate_refuses_garbage(ch, service, garbage)
+        for p in self.procs:
+            self.assertTrue(p.alive(), p.output())
+        code, details, tokens, last = stream(self.rt, request([1, 5, 6]))
+        self.assertEqual(code, grpc.StatusCode.OK, details)
+        self.assertTrue(last.finished)
+        self.assert_accounting()
+
+    def assert_generate_refuses_garbage(self, ch, service, garbage):
         try:
-            for _ in ch.unary_stream("/radixkv.v1.Worker/Generate")(
+            for _ in ch.unary_stream("/radixkv.v1.%s/Generate" % service)(
                     garbage, timeout=5):
                 self.fail("a response to an undecodable GenerateRequest")
             self.fail("undecodable GenerateRequest accepted")
@@ -668,12 +685,6 @@ class AdversarialInputTest(unittest.TestCase):
             self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
             self.assertEqual(e.details(),
                              "GenerateRequest: unparseable message (5 bytes)")
-        for p in self.procs:
-            self.assertTrue(p.alive(), p.output())
-        code, details, tokens, last = stream(self.rt, request([1, 5, 6]))
-        self.assertEqual(code, grpc.StatusCode.OK, details)
-        self.assertTrue(last.finished)
-        self.assert_accounting()
 
     # ---- Redis journal stalls ----
 
