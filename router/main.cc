@@ -11,14 +11,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "model/model_config.h"
 #include "process/process_lifecycle.h"
+#include "proto/prompt_text_limit.h"
 #include "router/model_prompt_tokenizer.h"
 #include "router/placement_policy.h"
 #include "router/router_metrics.h"
 #include "router/router_service.h"
 #include "spdlog/spdlog.h"
-#include "worker/model/model_config.h"
-#include "worker/prompt_text_limit.h"
 
 ABSL_FLAG(int, grpc_port, 50050, "gRPC port (also serves grpc.health.v1).");
 ABSL_FLAG(int, metrics_port, 9100, "Prometheus /metrics port; 0 = disabled.");
@@ -194,10 +194,10 @@ int main(int argc, char** argv) {
   if (!model_dir.empty()) {
     // Text longer than the model's context can hold is rejected before it
     // is tokenized (worker/prompt_text_limit.h).
-    auto config = radixkv::worker::LoadModelConfig(model_dir);
+    auto config = radixkv::model::LoadModelConfig(model_dir);
     if (config.ok()) {
       options.max_prompt_text_bytes =
-          radixkv::worker::MaxPromptTextBytes(config->max_position_embeddings);
+          radixkv::v1::MaxPromptTextBytes(config->max_position_embeddings);
     }
   }
   options.cache_service_address = absl::GetFlag(FLAGS_cache_service);

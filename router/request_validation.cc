@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/generate_request_checks.h"
-#include "worker/prompt_text_limit.h"
+#include "proto/prompt_text_limit.h"
 
 namespace radixkv::router {
 
@@ -19,7 +19,7 @@ absl::Status ValidateGenerateRequest(
     return absl::InvalidArgumentError(
         absl::StrCat("prompt text of ", request.text().size(),
                      " bytes exceeds the limit of ", max_prompt_text_bytes,
-                     " bytes (", worker::kMaxPromptBytesPerPosition,
+                     " bytes (", v1::kMaxPromptBytesPerPosition,
                      " bytes per position of the model's context)"));
   }
   if (absl::StartsWith(request.request_id(), kAssignedRequestIdPrefix)) {

@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/prompt_text_limit.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
 #include "radixkv/v1/worker.grpc.pb.h"
@@ -33,7 +34,6 @@
 #include "router/router_metrics.h"
 #include "router/worker_failure_marks.h"
 #include "router/worker_load_tracker.h"
-#include "worker/prompt_text_limit.h"
 
 namespace radixkv::router {
 
@@ -96,10 +96,10 @@ struct RouterOptions {
   // --max_running_requests keeps one batch running and one waiting.
   int64_t max_in_flight_per_worker = 64;
   // Text prompts longer than this (bytes) are INVALID_ARGUMENT before they
-  // are tokenized: worker::MaxPromptTextBytes of the model's
+  // are tokenized: v1::MaxPromptTextBytes of the model's
   // max_position_embeddings (router main reads it from --model_dir's
   // config.json); the default is that of a 131072-position model (4 MiB).
-  int64_t max_prompt_text_bytes = worker::MaxPromptTextBytes(131072);
+  int64_t max_prompt_text_bytes = v1::MaxPromptTextBytes(131072);
 };
 
 // Thread-safe. Holds no thread per request: Generate runs on the gRPC

@@ -23,11 +23,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "model/model_config.h"
 #include "process/process_lifecycle.h"
 #include "router/workload.h"
 #include "router/workload_runner.h"
 #include "spdlog/spdlog.h"
-#include "worker/model/model_config.h"
 #include "worker/model/tokenizer.h"
 
 ABSL_DECLARE_FLAG(std::string, log_level);
@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   int64_t max_context = 2048;
-  if (auto config = radixkv::worker::LoadModelConfig(model_dir); config.ok()) {
+  if (auto config = radixkv::model::LoadModelConfig(model_dir); config.ok()) {
     max_context = config->max_position_embeddings;
   }
   std::vector<int32_t> corpus;

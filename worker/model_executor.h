@@ -16,8 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "model/model_config.h"
 #include "worker/kernels/cpu/copy_blocks.h"
-#include "worker/model/model_config.h"
 #include "worker/model/sampler.h"
 
 namespace radixkv::worker {
@@ -103,7 +103,7 @@ class ModelExecutor {
   virtual ~ModelExecutor() = default;
 
   // Architecture of the loaded model.
-  virtual const ModelConfig& config() const = 0;
+  virtual const model::ModelConfig& config() const = 0;
 
   // Runs one step. `logits` is resized and filled with fp32 logits, row-major
   // [B, vocab] (or [num_tokens, vocab] with return_all_logits).

@@ -6,9 +6,9 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "proto/generate_request_checks.h"
+#include "proto/prompt_text_limit.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/sampler.h"
-#include "worker/prompt_text_limit.h"
 #include "worker/sequence.h"
 #include "worker/worker_metrics.h"
 
@@ -245,12 +245,12 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
             "text prompts need a tokenizer; send token_ids");
       }
       const int64_t max_text_bytes =
-          MaxPromptTextBytes(executor_->config().max_position_embeddings);
+          v1::MaxPromptTextBytes(executor_->config().max_position_embeddings);
       if (static_cast<int64_t>(request.text().size()) > max_text_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "prompt text of ", request.text().size(),
             " bytes exceeds the limit of ", max_text_bytes, " bytes (",
-            kMaxPromptBytesPerPosition, " bytes x the model's context of ",
+            v1::kMaxPromptBytesPerPosition, " bytes x the model's context of ",
             executor_->config().max_position_embeddings, " positions)"));
       }
       absl::StatusOr<std::vector<int32_t>> ids =

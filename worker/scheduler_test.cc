@@ -11,8 +11,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "proto/prompt_text_limit.h"
 #include "worker/model/sampler.h"
-#include "worker/prompt_text_limit.h"
 #include "worker/testing/fake_kv_cache_client.h"
 #include "worker/testing/fake_model_executor.h"
 
@@ -682,7 +682,7 @@ TEST_F(SchedulerTest, TextLongerThanTheContextBoundIsRejectedBeforeTokenizing) {
                                      tokenizer->get(), nullptr);
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
   const int64_t limit =
-      MaxPromptTextBytes(executor_->config().max_position_embeddings);
+      v1::MaxPromptTextBytes(executor_->config().max_position_embeddings);
   EXPECT_EQ(limit, 4096 * 32);
   v1::GenerateRequest request;
   request.mutable_sampling()->set_max_new_tokens(4);

@@ -9,8 +9,8 @@
 #include "absl/time/civil_time.h"
 #include "gtest/gtest.h"
 #include "model/chat/chat_template.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/shared_test_data.h"
 
 namespace radixkv::model::chat {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 absl::StatusOr<Json> ReadOrderedJson(const std::string& path) {
-  absl::StatusOr<std::string> bytes = worker::testing::ReadFileBytes(path);
+  absl::StatusOr<std::string> bytes = model::testing::ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
   Json j = Json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(path + ": bad JSON");
@@ -38,11 +38,11 @@ RenderOptions GoldenDayOptions() {
 class ChatTemplateGoldenTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ChatTemplateGoldenTest, RendersLikeTransformers) {
-  absl::StatusOr<std::string> shared = worker::testing::FindSharedDir();
+  absl::StatusOr<std::string> shared = model::testing::FindSharedDir();
   ASSERT_TRUE(shared.ok()) << shared.status();
   const std::string dir = *shared + "/golden/tokenizers/" + GetParam();
   absl::StatusOr<std::string> source =
-      worker::testing::ReadFileBytes(dir + "/chat_template.jinja");
+      model::testing::ReadFileBytes(dir + "/chat_template.jinja");
   ASSERT_TRUE(source.ok()) << source.status();
   absl::StatusOr<Json> config = ReadOrderedJson(dir + "/tokenizer_config.json");
   ASSERT_TRUE(config.ok()) << config.status();

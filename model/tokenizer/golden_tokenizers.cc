@@ -1,13 +1,13 @@
 #include "model/tokenizer/golden_tokenizers.h"
 
 #include "absl/strings/str_cat.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/shared_test_data.h"
 
 namespace radixkv::model::testing {
 
 absl::StatusOr<std::string> GoldenTokenizersDir() {
-  absl::StatusOr<std::string> shared = worker::testing::FindSharedDir();
+  absl::StatusOr<std::string> shared = model::testing::FindSharedDir();
   if (!shared.ok()) return shared.status();
   return absl::StrCat(*shared, "/golden/tokenizers");
 }
@@ -24,7 +24,7 @@ absl::StatusOr<std::vector<GoldenCase>> LoadGoldenCases(
     const std::string& name) {
   absl::StatusOr<std::string> dir = GoldenTokenizersDir();
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<nlohmann::json> cases = worker::testing::ReadJsonFile(
+  absl::StatusOr<nlohmann::json> cases = model::testing::ReadJsonFile(
       absl::StrCat(*dir, "/", name, "/cases.json"));
   if (!cases.ok()) return cases.status();
   std::vector<GoldenCase> out;

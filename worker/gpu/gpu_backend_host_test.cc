@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/model_config.h"
+#include "model/safetensors_reader.h"
 #include "worker/gpu/gpu_model_executor.h"
 #include "worker/model/forward_batch_examples.h"
-#include "worker/model/model_config.h"
-#include "worker/model/safetensors_reader.h"
 
 namespace radixkv::worker {
 namespace {
@@ -58,13 +58,13 @@ TEST(RandomCheckpoint, WriterOutputLoads) {
       " --layers=2 --hidden=64 --heads=4 --kv_heads=2 --head_dim=16"
       " --intermediate=96 --vocab=50 --dtype=bf16 > /dev/null");
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  absl::StatusOr<ModelConfig> c = LoadModelConfig(out);
+  absl::StatusOr<model::ModelConfig> c = model::LoadModelConfig(out);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_hidden_layers, 2);
   EXPECT_EQ(c->num_key_value_heads, 2);
   EXPECT_EQ(c->head_dim, 16);
   EXPECT_EQ(c->vocab_size, 50);
-  auto r = SafetensorsReader::Open(out);
+  auto r = model::SafetensorsReader::Open(out);
   ASSERT_TRUE(r.ok()) << r.status();
   auto q =
       (*r)->ReadFloat32("model.layers.1.self_attn.q_proj.weight", {64, 64});

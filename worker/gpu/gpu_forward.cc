@@ -21,7 +21,7 @@ namespace {
 // it; a split whose temporaries exceed the workspace's falls back to 0.
 GpuDecodeArgs DecodeArgs(const GpuForward& f, const StepShape& sh,
                          float sm_scale) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   GpuDecodeArgs a;
   a.q = ws.q;
@@ -94,7 +94,7 @@ absl::Status GenericAttention(const GpuForward& f, const StepShape& sh,
 // tensor-core extend also the contiguous K/V copies the extend kernel reads.
 absl::Status RopeAndCache(const GpuForward& f, const StepShape& sh, int layer,
                           int32_t n) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   const GpuKvCache& cache = f.pool->caches[layer];
   const bool tc_extend = f.tensor_core_attention && !sh.is_decode;
@@ -120,7 +120,7 @@ absl::Status RopeAndCache(const GpuForward& f, const StepShape& sh, int layer,
 
 // The four GEMMs of a layer over n rows (the forward and the timing hook).
 absl::Status QkvProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   const int64_t qkv_dim =
       (int64_t{c.num_attention_heads} + 2 * c.num_key_value_heads) * c.head_dim;
   return f.gemm->Run(f.workspace->h, w.qkv, f.workspace->qkv, n, qkv_dim,
@@ -128,27 +128,27 @@ absl::Status QkvProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
 }
 
 absl::Status OProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   return f.gemm->Run(f.workspace->attn, w.o, f.workspace->x, n, c.hidden_size,
                      int64_t{c.num_attention_heads} * c.head_dim, 1.0f);
 }
 
 absl::Status GateUpProj(const GpuForward& f, const GpuLayerWeights& w,
                         int64_t n) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   return f.gemm->Run(f.workspace->h, w.gate_up, f.workspace->gate_up, n,
                      2 * int64_t{c.intermediate_size}, c.hidden_size, 0.0f);
 }
 
 absl::Status DownProj(const GpuForward& f, const GpuLayerWeights& w,
                       int64_t n) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   return f.gemm->Run(f.workspace->act, w.down, f.workspace->x, n, c.hidden_size,
                      c.intermediate_size, 1.0f);
 }
 
 absl::Status EnqueueLayer(const GpuForward& f, const StepShape& sh, int layer) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   const GpuLayerWeights& w = f.weights->layers[layer];
   const int32_t n = sh.num_tokens;
@@ -183,7 +183,7 @@ absl::Status EnqueueLayer(const GpuForward& f, const StepShape& sh, int layer) {
 // row_index (device), into the workspace's logits.
 absl::Status LmHead(const GpuForward& f, const int32_t* row_index,
                     int32_t rows) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   RADIXKV_RETURN_IF_ERROR(
       KernelError(LaunchRmsNorm(ws.x, row_index, f.weights->final_norm,
@@ -209,7 +209,7 @@ absl::Status EnqueueAttention(const GpuForward& f, const StepShape& sh,
 }
 
 absl::Status EnqueueForward(const GpuForward& f, const StepShape& sh) {
-  const ModelConfig& c = *f.config;
+  const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   RADIXKV_RETURN_IF_ERROR(KernelError(
       LaunchEmbeddingGather(f.weights->embed, f.dtype,

@@ -22,8 +22,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "model/model_config.h"
 #include "worker/gpu/step_metadata.h"
-#include "worker/model/model_config.h"
 #include "worker/numeric_types.h"
 
 namespace radixkv::worker::gpu {
@@ -35,7 +35,7 @@ struct GpuWorkspace;
 
 // What a step's kernels read and write; all owned by the executor.
 struct GpuForward {
-  const ModelConfig* config = nullptr;
+  const model::ModelConfig* config = nullptr;
   const GpuWeights* weights = nullptr;
   const GpuKvPool* pool = nullptr;
   const GpuWorkspace* workspace = nullptr;

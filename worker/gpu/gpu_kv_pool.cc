@@ -55,7 +55,7 @@ int64_t KvPoolPages(const GpuModelExecutorOptions& o, int64_t page_bytes,
 }
 
 absl::StatusOr<GpuKvPool> AllocateKvPool(const GpuModelExecutorOptions& o,
-                                         const ModelConfig& c,
+                                         const model::ModelConfig& c,
                                          bool tensor_core_kernels,
                                          DeviceMemory* memory,
                                          int64_t* table_bytes) {

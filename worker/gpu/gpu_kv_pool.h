@@ -12,10 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "model/model_config.h"
 #include "worker/gpu/gpu_model_executor.h"
 #include "worker/kernels/hip/gpu_attention.h"
 #include "worker/kv_cache_layout.h"
-#include "worker/model/model_config.h"
 
 namespace radixkv::worker::gpu {
 
@@ -51,7 +51,7 @@ int64_t KvPoolPages(const GpuModelExecutorOptions& options, int64_t page_bytes,
 // *table_bytes. Errors: RESOURCE_EXHAUSTED (no page fits, out of memory),
 // INTERNAL.
 absl::StatusOr<GpuKvPool> AllocateKvPool(const GpuModelExecutorOptions& options,
-                                         const ModelConfig& config,
+                                         const model::ModelConfig& config,
                                          bool tensor_core_kernels,
                                          DeviceMemory* memory,
                                          int64_t* table_bytes);

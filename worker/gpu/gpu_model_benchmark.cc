@@ -168,7 +168,7 @@ double TimeServing(GpuModelExecutor& e, const std::vector<ForwardBatch>& steps,
 
 // Every number of one batch size's table rows.
 Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
-  const ModelConfig& c = e.config();
+  const model::ModelConfig& c = e.config();
   std::vector<ForwardBatch> steps;
   for (int s = 0; s < d.steps; ++s) {
     steps.push_back(DecodeBatch(B, d.ctx, d.stride, c.vocab_size, s));
@@ -325,7 +325,7 @@ int Main() {
   auto created = GpuModelExecutor::Create(o);
   Check(created.status(), "create");
   GpuModelExecutor& e = **created;
-  const ModelConfig& c = e.config();
+  const model::ModelConfig& c = e.config();
   std::printf(
       "model %s: %d layers, hidden %d, heads %d/%d, head_dim %d, "
       "inter %d, vocab %d; weights %.2f GB; load %.1f s; pool %lld "

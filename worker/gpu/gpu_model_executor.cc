@@ -165,7 +165,7 @@ absl::Status GpuModelExecutor::Impl::OpenDevice(
 // metadata block (its kv_indices region depends on the pool's size).
 absl::Status GpuModelExecutor::Impl::Allocate(GpuModelExecutor& e) {
   GpuModelExecutorOptions& o = e.options_;
-  const ModelConfig& c = e.config_;
+  const model::ModelConfig& c = e.config_;
   absl::StatusOr<gpu::GpuWeights> w =
       gpu::UploadWeights(c, o.model_dir, o.dtype, &memory, &e.weight_bytes_);
   if (!w.ok()) return w.status();
@@ -262,10 +262,11 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
   e->options_ = options;
   e->impl_ = std::make_unique<Impl>();
   RADIXKV_RETURN_IF_ERROR(CheckOptions(options));
-  absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir);
+  absl::StatusOr<model::ModelConfig> config =
+      model::LoadModelConfig(options.model_dir);
   if (!config.ok()) return config.status();
   e->config_ = *config;
-  const ModelConfig& c = e->config_;
+  const model::ModelConfig& c = e->config_;
   if (c.head_dim > 256 || c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError("head_dim must be even and <= 256");
   }

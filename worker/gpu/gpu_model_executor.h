@@ -24,8 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "model/model_config.h"
 #include "worker/kv_cache_layout.h"
-#include "worker/model/model_config.h"
 #include "worker/model_executor.h"
 #include "worker/numeric_types.h"
 
@@ -110,7 +110,7 @@ class GpuModelExecutor final : public ModelExecutor {
   GpuModelExecutor(const GpuModelExecutor&) = delete;
   GpuModelExecutor& operator=(const GpuModelExecutor&) = delete;
 
-  const ModelConfig& config() const override { return config_; }
+  const model::ModelConfig& config() const override { return config_; }
 
   // ModelExecutor::Forward: logits [B, vocab] (or [num_tokens, vocab]) fp32,
   // copied to the host. Errors as documented there, plus INVALID_ARGUMENT
@@ -178,7 +178,7 @@ class GpuModelExecutor final : public ModelExecutor {
                    std::vector<int32_t>* tokens, std::vector<float>* logits);
 
   GpuModelExecutorOptions options_;
-  ModelConfig config_;
+  model::ModelConfig config_;
   bool tc_attention_ = false;
   int64_t weight_bytes_ = 0;
   int64_t workspace_bytes_ = 0;

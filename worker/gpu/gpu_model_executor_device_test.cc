@@ -28,13 +28,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
 #include "worker/gpu/gpu_model_executor.h"
 #include "worker/model/golden_checkpoints.h"
 #include "worker/model/llama_model.h"
 #include "worker/model/offline_generation.h"
 #include "worker/model/sampler.h"
-#include "worker/model/shared_test_data.h"
 #include "worker/scheduler.h"
 #include "worker/testing/fake_kv_cache_client.h"
 
@@ -46,7 +46,7 @@ using testing::PrefillAllLogits;
 constexpr int kVocab = testing::kGoldenVocab;
 
 std::string Shared() {
-  absl::StatusOr<std::string> s = testing::FindSharedDir();
+  absl::StatusOr<std::string> s = model::testing::FindSharedDir();
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *s : "";
 }
@@ -123,7 +123,7 @@ ForwardBatch PrefillBatch(const std::vector<std::vector<int32_t>>& prompts) {
 TEST(GpuGolden, LogitsFp32AndBf16) {
   const std::string shared = Shared();
   absl::StatusOr<Json> index =
-      testing::ReadJsonFile(shared + "/golden/logits_index.json");
+      model::testing::ReadJsonFile(shared + "/golden/logits_index.json");
   ASSERT_TRUE(index.ok()) << index.status();
   const Json& seqs = (*index)["sequences"];
   int files = 0;
@@ -135,7 +135,7 @@ TEST(GpuGolden, LogitsFp32AndBf16) {
         const int seq = f["sequence"].get<int>();
         const int64_t len = f["length"].get<int64_t>();
         const auto ids = seqs[seq]["ids"].get<std::vector<int32_t>>();
-        absl::StatusOr<std::vector<float>> golden = testing::ReadF32File(
+        absl::StatusOr<std::vector<float>> golden = model::testing::ReadF32File(
             shared + "/golden/" + f["file"].get<std::string>(), len * kVocab);
         ASSERT_TRUE(golden.ok()) << golden.status();
         const std::vector<float> got = PrefillAllLogits(*e, ids);
@@ -176,7 +176,7 @@ TEST(GpuGolden, LogitsFp32AndBf16) {
 TEST(GpuGolden, GreedyGenerationsTokenIdenticalFp32) {
   const std::string shared = Shared();
   absl::StatusOr<Json> gen =
-      testing::ReadJsonFile(shared + "/golden/generation.json");
+      model::testing::ReadJsonFile(shared + "/golden/generation.json");
   ASSERT_TRUE(gen.ok()) << gen.status();
   int compared = 0;
   for (const char* model : testing::kGoldenModels) {
@@ -218,7 +218,7 @@ TEST(GpuGolden, GreedyGenerationsTokenIdenticalFp32) {
 TEST(GpuGolden, PrefixCacheExtendEqualsOneShot) {
   const std::string shared = Shared();
   absl::StatusOr<Json> index =
-      testing::ReadJsonFile(shared + "/golden/logits_index.json");
+      model::testing::ReadJsonFile(shared + "/golden/logits_index.json");
   ASSERT_TRUE(index.ok());
   const auto ids = (*index)["sequences"][3]["ids"].get<std::vector<int32_t>>();
   ASSERT_EQ(ids.size(), 300u);

@@ -5,11 +5,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "model/checkpoint_tensors.h"
+#include "model/rope.h"
+#include "model/safetensors_reader.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/gpu/gpu_status.h"
-#include "worker/model/checkpoint_tensors.h"
-#include "worker/model/rope.h"
-#include "worker/model/safetensors_reader.h"
 
 namespace radixkv::worker::gpu {
 namespace {
@@ -21,10 +21,10 @@ uint16_t ToStorage16(float f, DType d) {
   return d == DType::kBF16 ? FloatToBf16(f).bits : FloatToFp16(f).bits;
 }
 
-bool SameType(SafetensorsDType stored, DType to) {
-  return (stored == SafetensorsDType::kBF16 && to == DType::kBF16) ||
-         (stored == SafetensorsDType::kF16 && to == DType::kF16) ||
-         (stored == SafetensorsDType::kF32 && to == DType::kF32);
+bool SameType(model::SafetensorsDType stored, DType to) {
+  return (stored == model::SafetensorsDType::kBF16 && to == DType::kBF16) ||
+         (stored == model::SafetensorsDType::kF16 && to == DType::kF16) ||
+         (stored == model::SafetensorsDType::kF32 && to == DType::kF32);
 }
 
 // Allocates one device tensor and fills it with `parts` concatenated along
@@ -32,7 +32,7 @@ bool SameType(SafetensorsDType stored, DType to) {
 // fp32 and converted on the host.
 class WeightUploader {
  public:
-  WeightUploader(const SafetensorsReader& reader, DeviceMemory* memory,
+  WeightUploader(const model::SafetensorsReader& reader, DeviceMemory* memory,
                  int64_t* bytes)
       : reader_(reader), memory_(memory), bytes_(bytes) {}
 
@@ -56,7 +56,7 @@ class WeightUploader {
                       char* dst) {
     size_t offset = 0;
     for (const auto& [name, shape] : parts) {
-      absl::StatusOr<const SafetensorsTensor*> t = reader_.Find(name);
+      absl::StatusOr<const model::SafetensorsTensor*> t = reader_.Find(name);
       if (!t.ok()) return t.status();
       if (SameType((*t)->dtype, to) && (*t)->shape == shape) {
         RADIXKV_RETURN_IF_ERROR(
@@ -85,13 +85,13 @@ class WeightUploader {
     return absl::OkStatus();
   }
 
-  const SafetensorsReader& reader_;
+  const model::SafetensorsReader& reader_;
   DeviceMemory* memory_;
   int64_t* bytes_;
   std::vector<char> staging_;
 };
 
-absl::Status LoadLayer(const ModelConfig& c, int layer, DType dtype,
+absl::Status LoadLayer(const model::ModelConfig& c, int layer, DType dtype,
                        WeightUploader& up, GpuLayerWeights* w) {
   const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
@@ -127,14 +127,14 @@ absl::Status LoadLayer(const ModelConfig& c, int layer, DType dtype,
 
 }  // namespace
 
-absl::StatusOr<GpuWeights> UploadWeights(const ModelConfig& c,
+absl::StatusOr<GpuWeights> UploadWeights(const model::ModelConfig& c,
                                          const std::string& model_dir,
                                          DType dtype, DeviceMemory* memory,
                                          int64_t* bytes) {
-  absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader =
-      SafetensorsReader::Open(model_dir);
+  absl::StatusOr<std::unique_ptr<model::SafetensorsReader>> reader =
+      model::SafetensorsReader::Open(model_dir);
   if (!reader.ok()) return reader.status();
-  RADIXKV_RETURN_IF_ERROR(CheckCheckpointTensors(c, **reader));
+  RADIXKV_RETURN_IF_ERROR(model::CheckCheckpointTensors(c, **reader));
   WeightUploader up(**reader, memory, bytes);
   const int64_t H = c.hidden_size, V = c.vocab_size;
   GpuWeights w;
@@ -152,7 +152,7 @@ absl::StatusOr<GpuWeights> UploadWeights(const ModelConfig& c,
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     RADIXKV_RETURN_IF_ERROR(LoadLayer(c, l, dtype, up, &w.layers[l]));
   }
-  const std::vector<float> inv = RopeInvFreq(c);
+  const std::vector<float> inv = model::RopeInvFreq(c);
   RADIXKV_RETURN_IF_ERROR(memory->AllocT(inv.size(), &w.inv_freq, bytes));
   RADIXKV_RETURN_IF_ERROR(
       RuntimeError(hipMemcpy(w.inv_freq, inv.data(), inv.size() * sizeof(float),

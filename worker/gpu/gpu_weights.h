@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/model/model_config.h"
+#include "model/model_config.h"
 #include "worker/numeric_types.h"
 
 namespace radixkv::worker::gpu {
@@ -35,18 +35,18 @@ struct GpuWeights {
   void* embed = nullptr;        // [V, H]
   void* lm_head = nullptr;      // [V, H]; == embed with tied embeddings
   float* final_norm = nullptr;  // [H]
-  float* inv_freq = nullptr;    // [D / 2], RopeInvFreq(config)
+  float* inv_freq = nullptr;    // [D / 2], model::RopeInvFreq(config)
   std::vector<GpuLayerWeights> layers;
 };
 
 // Opens the safetensors checkpoint in `model_dir`, refuses it unless
-// CheckCheckpointTensors(config, reader) passes, and uploads every tensor
-// the forward reads, converted to `dtype` (matrices) or fp32 (norms, biases)
-// on the host where the checkpoint stores another type or shape. Allocations
-// come from `memory` and are added to *bytes. Errors: those of the reader
-// and of CheckCheckpointTensors (NOT_FOUND, INVALID_ARGUMENT),
+// model::CheckCheckpointTensors(config, reader) passes, and uploads every
+// tensor the forward reads, converted to `dtype` (matrices) or fp32 (norms,
+// biases) on the host where the checkpoint stores another type or shape.
+// Allocations come from `memory` and are added to *bytes. Errors: those of the
+// reader and of model::CheckCheckpointTensors (NOT_FOUND, INVALID_ARGUMENT),
 // RESOURCE_EXHAUSTED / INTERNAL from the device.
-absl::StatusOr<GpuWeights> UploadWeights(const ModelConfig& config,
+absl::StatusOr<GpuWeights> UploadWeights(const model::ModelConfig& config,
                                          const std::string& model_dir,
                                          DType dtype, DeviceMemory* memory,
                                          int64_t* bytes);

@@ -35,8 +35,8 @@ StepMetadataLayout LayoutStepMetadata(int64_t max_batch_size,
   return l;
 }
 
-GpuModelExecutorOptions WithWorkspaceDefaults(GpuModelExecutorOptions o,
-                                              const ModelConfig& config) {
+GpuModelExecutorOptions WithWorkspaceDefaults(
+    GpuModelExecutorOptions o, const model::ModelConfig& config) {
   o.max_logit_rows = std::max(o.max_logit_rows, o.max_batch_size);
   if (o.max_context_len <= 0) {
     o.max_context_len = static_cast<int32_t>(
@@ -53,7 +53,7 @@ int64_t ResolveMaxKvIndices(const GpuModelExecutorOptions& o,
 }
 
 size_t SplitKvWorkspaceBytes(const GpuModelExecutorOptions& o,
-                             const ModelConfig& c, int num_sms) {
+                             const model::ModelConfig& c, int num_sms) {
   size_t need = 0;
   ForEachDecodeBucket(
       o.max_batch_size, o.max_context_len, [&](int32_t bb, int32_t cb) {
@@ -69,7 +69,7 @@ size_t SplitKvWorkspaceBytes(const GpuModelExecutorOptions& o,
 }
 
 absl::Status AllocateActivations(const GpuModelExecutorOptions& o,
-                                 const ModelConfig& c,
+                                 const model::ModelConfig& c,
                                  bool tensor_core_attention, int num_sms,
                                  DeviceMemory* m, GpuWorkspace* ws,
                                  int64_t* bytes) {
@@ -101,7 +101,7 @@ absl::Status AllocateActivations(const GpuModelExecutorOptions& o,
 }
 
 absl::Status AllocateStepMetadata(const GpuModelExecutorOptions& o,
-                                  const ModelConfig& c, DeviceMemory* m,
+                                  const model::ModelConfig& c, DeviceMemory* m,
                                   GpuWorkspace* ws, int64_t* bytes) {
   const int64_t R = o.max_logit_rows;
   ws->meta = LayoutStepMetadata(o.max_batch_size, o.max_tokens_per_step, R,

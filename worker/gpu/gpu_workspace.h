@@ -11,8 +11,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "model/model_config.h"
 #include "worker/gpu/gpu_model_executor.h"
-#include "worker/model/model_config.h"
 
 namespace radixkv::worker::gpu {
 
@@ -46,7 +46,7 @@ StepMetadataLayout LayoutStepMetadata(int64_t max_batch_size,
 // has one logit row per sequence) and max_context_len 0 replaced by the
 // model's max_position_embeddings, at most 32768.
 GpuModelExecutorOptions WithWorkspaceDefaults(GpuModelExecutorOptions options,
-                                              const ModelConfig& config);
+                                              const model::ModelConfig& config);
 
 // max_kv_indices, or when it is 0 the larger of the pool's capacity and
 // max_batch_size * max_context_len (options resolved as above).
@@ -58,7 +58,7 @@ int64_t ResolveMaxKvIndices(const GpuModelExecutorOptions& options,
 // decode_partition_size, or gpu::ChooseDecodePartitionSize's choice on a
 // device with num_sms SMs.
 size_t SplitKvWorkspaceBytes(const GpuModelExecutorOptions& options,
-                             const ModelConfig& config, int num_sms);
+                             const model::ModelConfig& config, int num_sms);
 
 // Device pointers (host pointers for the pinned mirrors). Shapes for T
 // tokens of hidden size H, Hq / Hkv heads of head_dim D, intermediate size
@@ -103,7 +103,7 @@ struct GpuWorkspace {
 // WithWorkspaceDefaults), adding their bytes to *bytes. Errors:
 // RESOURCE_EXHAUSTED, INTERNAL.
 absl::Status AllocateActivations(const GpuModelExecutorOptions& options,
-                                 const ModelConfig& config,
+                                 const model::ModelConfig& config,
                                  bool tensor_core_attention, int num_sms,
                                  DeviceMemory* memory, GpuWorkspace* ws,
                                  int64_t* bytes);
@@ -112,7 +112,7 @@ absl::Status AllocateActivations(const GpuModelExecutorOptions& options,
 // logits / tokens mirrors for `options` with max_kv_indices resolved; the
 // device block is added to *bytes. Errors as AllocateActivations.
 absl::Status AllocateStepMetadata(const GpuModelExecutorOptions& options,
-                                  const ModelConfig& config,
+                                  const model::ModelConfig& config,
                                   DeviceMemory* memory, GpuWorkspace* ws,
                                   int64_t* bytes);
 

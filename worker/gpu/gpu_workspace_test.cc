@@ -31,7 +31,7 @@ TEST(LayoutStepMetadata, RowsRegionCoversTheLargerOfRowsAndTokens) {
 }
 
 TEST(WithWorkspaceDefaults, LogitRowsCoverTheBatchAndContextDefaults) {
-  ModelConfig c;
+  model::ModelConfig c;
   c.max_position_embeddings = 131072;
   GpuModelExecutorOptions o;
   o.max_batch_size = 1024;
@@ -59,7 +59,7 @@ TEST(ResolveMaxKvIndices, ExplicitElseCapacityOrFullBatch) {
 }
 
 TEST(SplitKvWorkspaceBytes, LargestBucketOfAFixedPartition) {
-  ModelConfig c;
+  model::ModelConfig c;
   c.num_attention_heads = 8;
   c.num_key_value_heads = 2;
   c.head_dim = 128;

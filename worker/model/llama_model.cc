@@ -10,15 +10,15 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "model/checkpoint_tensors.h"
+#include "model/rope.h"
+#include "model/safetensors_reader.h"
 #include "spdlog/spdlog.h"
 #include "worker/kernels/cpu/copy_blocks.h"
 #include "worker/kernels/cpu/decode_attention.h"
 #include "worker/kernels/cpu/extend_attention.h"
 #include "worker/kernels/cpu/reshape_and_cache.h"
-#include "worker/model/checkpoint_tensors.h"
 #include "worker/model/forward_batch_validation.h"
-#include "worker/model/rope.h"
-#include "worker/model/safetensors_reader.h"
 
 // OpenBLAS DYNAMIC_ARCH entry points (exported by Debian's libopenblas, not
 // declared in cblas.h). Weak: absent in a single-target OpenBLAS build.
@@ -113,13 +113,14 @@ absl::StatusOr<std::unique_ptr<CpuModelExecutor>> CpuModelExecutor::Create(
     const CpuModelExecutorOptions& options) {
   std::unique_ptr<CpuModelExecutor> e(new CpuModelExecutor());
   e->options_ = options;
-  absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir);
+  absl::StatusOr<model::ModelConfig> config =
+      model::LoadModelConfig(options.model_dir);
   if (!config.ok()) return config.status();
   e->config_ = *config;
   if (absl::Status s = e->LoadWeights(); !s.ok()) return s;
-  e->inv_freq_ = RopeInvFreq(e->config_);
+  e->inv_freq_ = model::RopeInvFreq(e->config_);
 
-  const ModelConfig& c = e->config_;
+  const model::ModelConfig& c = e->config_;
   absl::StatusOr<std::unique_ptr<KvPool>> pool =
       options.kv_capacity_slots > 0
           ? KvPool::CreateFromCapacity(
@@ -143,12 +144,12 @@ absl::StatusOr<std::unique_ptr<CpuModelExecutor>> CpuModelExecutor::Create(
 }
 
 absl::Status CpuModelExecutor::LoadWeights() {
-  absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader =
-      SafetensorsReader::Open(options_.model_dir);
+  absl::StatusOr<std::unique_ptr<model::SafetensorsReader>> reader =
+      model::SafetensorsReader::Open(options_.model_dir);
   if (!reader.ok()) return reader.status();
-  const SafetensorsReader& r = **reader;
-  const ModelConfig& c = config_;
-  if (absl::Status s = CheckCheckpointTensors(c, r); !s.ok()) return s;
+  const model::SafetensorsReader& r = **reader;
+  const model::ModelConfig& c = config_;
+  if (absl::Status s = model::CheckCheckpointTensors(c, r); !s.ok()) return s;
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = int64_t{c.num_attention_heads} * c.head_dim;
   const int64_t kv_dim = int64_t{c.num_key_value_heads} * c.head_dim;
@@ -223,7 +224,7 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
       return s;
     }
   }
-  const ModelConfig& c = config_;
+  const model::ModelConfig& c = config_;
   const int64_t T = static_cast<int64_t>(batch.input_ids.size());
   const int64_t H = c.hidden_size;
   const int64_t D = c.head_dim;

@@ -32,9 +32,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "model/model_config.h"
 #include "worker/kernels/cpu/cpu_thread_pool.h"
 #include "worker/kv_pool.h"
-#include "worker/model/model_config.h"
 #include "worker/model_executor.h"
 
 namespace radixkv::worker {
@@ -73,7 +73,7 @@ class CpuModelExecutor final : public ModelExecutor {
 
   ~CpuModelExecutor() override;
 
-  const ModelConfig& config() const override { return config_; }
+  const model::ModelConfig& config() const override { return config_; }
   absl::Status Forward(const ForwardBatch& batch,
                        std::vector<float>* logits) override;
   int64_t capacity_slots() const override { return pool_->capacity_slots(); }
@@ -101,7 +101,7 @@ class CpuModelExecutor final : public ModelExecutor {
   void ComputeRope(const std::vector<int32_t>& positions);
 
   CpuModelExecutorOptions options_;
-  ModelConfig config_;
+  model::ModelConfig config_;
   std::vector<float> inv_freq_;  // [D/2], HF fp32 values
   std::vector<float> embed_;     // [V, H]
   std::vector<float> final_norm_;

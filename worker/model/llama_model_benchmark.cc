@@ -46,7 +46,7 @@ int Main() {
     std::fprintf(stderr, "error: %s\n", e.status().ToString().c_str());
     return 1;
   }
-  const ModelConfig& c = (*e)->config();
+  const model::ModelConfig& c = (*e)->config();
   std::printf(
       "model %s: %d layers, hidden %d, heads %d/%d, vocab %d; threads %d, "
       "page_size 16, KV f32 bshd, decode %s\n",

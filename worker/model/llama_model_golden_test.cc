@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/golden_checkpoints.h"
 #include "worker/model/llama_model.h"
 #include "worker/model/offline_generation.h"
-#include "worker/model/shared_test_data.h"
 #include "worker/model/tokenizer.h"
 
 namespace radixkv::worker {
@@ -68,7 +68,7 @@ void ExpectMatchesGolden(const std::vector<float>& got,
 class GoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> shared = testing::FindSharedDir();
+    absl::StatusOr<std::string> shared = model::testing::FindSharedDir();
     ASSERT_TRUE(shared.ok()) << shared.status();
     shared_ = *shared;
   }
@@ -77,7 +77,7 @@ class GoldenTest : public ::testing::Test {
 
 TEST_F(GoldenTest, LogitsAllModelsAllSequences) {
   absl::StatusOr<Json> index =
-      testing::ReadJsonFile(shared_ + "/golden/logits_index.json");
+      model::testing::ReadJsonFile(shared_ + "/golden/logits_index.json");
   ASSERT_TRUE(index.ok()) << index.status();
   const Json& seqs = (*index)["sequences"];
   ASSERT_EQ(seqs.size(), 4u);
@@ -94,7 +94,7 @@ TEST_F(GoldenTest, LogitsAllModelsAllSequences) {
       const std::vector<int32_t> ids =
           seqs[seq]["ids"].get<std::vector<int32_t>>();
       ASSERT_EQ(static_cast<int64_t>(ids.size()), len);
-      absl::StatusOr<std::vector<float>> golden = testing::ReadF32File(
+      absl::StatusOr<std::vector<float>> golden = model::testing::ReadF32File(
           shared_ + "/golden/" + f["file"].get<std::string>(), len * kVocab);
       ASSERT_TRUE(golden.ok()) << golden.status();
       ExpectMatchesGolden(
@@ -111,7 +111,7 @@ TEST_F(GoldenTest, LogitsAllModelsAllSequences) {
 // kernels) equals transformers' float64 greedy loop, all 24 tokens.
 TEST_F(GoldenTest, GreedyGenerationsTokenIdentical) {
   absl::StatusOr<Json> gen =
-      testing::ReadJsonFile(shared_ + "/golden/generation.json");
+      model::testing::ReadJsonFile(shared_ + "/golden/generation.json");
   ASSERT_TRUE(gen.ok()) << gen.status();
   int compared = 0;
   for (const char* model : testing::kGoldenModels) {
@@ -146,7 +146,7 @@ TEST_F(GoldenTest, GreedyGenerationsTokenIdentical) {
 // exactly like HF generate.
 TEST_F(GoldenTest, GreedyStopsAtEosLikeHfGenerate) {
   absl::StatusOr<Json> gen =
-      testing::ReadJsonFile(shared_ + "/golden/generation.json");
+      model::testing::ReadJsonFile(shared_ + "/golden/generation.json");
   ASSERT_TRUE(gen.ok()) << gen.status();
   for (const char* model : testing::kGoldenModels) {
     std::unique_ptr<CpuModelExecutor> e =
@@ -169,15 +169,15 @@ TEST_F(GoldenTest, GreedyStopsAtEosLikeHfGenerate) {
 // The embedded default model (models/radixkv-demo-llama, bf16 weights,
 // fp32 compute): golden logits of 64 validation tokens.
 TEST_F(GoldenTest, EmbeddedDemoModelValidationLogits) {
-  absl::StatusOr<std::string> dir = testing::EmbeddedModelDir();
+  absl::StatusOr<std::string> dir = model::testing::EmbeddedModelDir();
   ASSERT_TRUE(dir.ok()) << dir.status();
-  absl::StatusOr<Json> index =
-      testing::ReadJsonFile(shared_ + "/demo-model/golden/logits_index.json");
+  absl::StatusOr<Json> index = model::testing::ReadJsonFile(
+      shared_ + "/demo-model/golden/logits_index.json");
   ASSERT_TRUE(index.ok()) << index.status();
   const Json& f = (*index)["files"][0];
   const std::vector<int32_t> ids = f["token_ids"].get<std::vector<int32_t>>();
   ASSERT_EQ(ids.size(), 64u);
-  absl::StatusOr<std::vector<float>> golden = testing::ReadF32File(
+  absl::StatusOr<std::vector<float>> golden = model::testing::ReadF32File(
       shared_ + "/demo-model/" + f["file"].get<std::string>(), 64 * kVocab);
   ASSERT_TRUE(golden.ok()) << golden.status();
   std::unique_ptr<CpuModelExecutor> e = MakeExecutor(*dir);
@@ -195,9 +195,9 @@ TEST_F(GoldenTest, EmbeddedDemoModelValidationLogits) {
 // "The license grants you the freedom to" equals samples.json (48 tokens,
 // transformers fp32 on the GPU; min step margin 0.024 >> fp32 error).
 TEST_F(GoldenTest, EmbeddedDemoModelGreedySample) {
-  absl::StatusOr<std::string> dir = testing::EmbeddedModelDir();
+  absl::StatusOr<std::string> dir = model::testing::EmbeddedModelDir();
   ASSERT_TRUE(dir.ok()) << dir.status();
-  absl::StatusOr<Json> samples = testing::ReadJsonFile(
+  absl::StatusOr<Json> samples = model::testing::ReadJsonFile(
       shared_ + "/demo-model/radixkv-demo-llama/samples.json");
   ASSERT_TRUE(samples.ok()) << samples.status();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok =

@@ -30,12 +30,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/safetensors_reader.h"
+#include "model/safetensors_test_writer.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/golden_checkpoints.h"
 #include "worker/model/offline_generation.h"
-#include "worker/model/safetensors_reader.h"
-#include "worker/model/safetensors_test_writer.h"
-#include "worker/model/shared_test_data.h"
 
 namespace radixkv::worker {
 namespace {
@@ -54,12 +54,12 @@ struct Golden {
 
 Golden LoadGolden() {
   Golden g;
-  absl::StatusOr<std::string> shared = testing::FindSharedDir();
+  absl::StatusOr<std::string> shared = model::testing::FindSharedDir();
   EXPECT_TRUE(shared.ok()) << shared.status();
   if (!shared.ok()) return g;
   g.shared = *shared;
   absl::StatusOr<Json> index =
-      testing::ReadJsonFile(g.shared + "/golden/logits_index.json");
+      model::testing::ReadJsonFile(g.shared + "/golden/logits_index.json");
   EXPECT_TRUE(index.ok()) << index.status();
   if (!index.ok()) return g;
   g.index = *index;
@@ -164,7 +164,7 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b,
 }
 
 std::vector<float> GoldenSeq3(const Golden& g, const std::string& model) {
-  absl::StatusOr<std::vector<float>> v = testing::ReadF32File(
+  absl::StatusOr<std::vector<float>> v = model::testing::ReadF32File(
       absl::StrCat(g.shared, "/golden/logits/", model, "/seq3_len300.f32"),
       300 * kVocab);
   EXPECT_TRUE(v.ok()) << v.status();
@@ -474,7 +474,7 @@ TEST(LlamaModelTest, RejectsMalformedBatchesWithoutWriting) {
 // which other requests share the batch; another seed changes them; top_k = 1
 // at temperature 1 is greedy.
 TEST(LlamaModelTest, SeededSamplingIsDeterministicAndTopK1IsGreedy) {
-  absl::StatusOr<std::string> dir = testing::EmbeddedModelDir();
+  absl::StatusOr<std::string> dir = model::testing::EmbeddedModelDir();
   ASSERT_TRUE(dir.ok()) << dir.status();
   std::unique_ptr<CpuModelExecutor> e = MakeExecutor(*dir);
   ASSERT_NE(e, nullptr);
@@ -531,16 +531,16 @@ void WriteShardedLlama3(const Golden& g, const std::string& dir,
                         const std::string& reshape = "") {
   ::mkdir(dir.c_str(), 0755);
   const std::string src = g.shared + "/golden/models/llama3-gqa-bf16";
-  absl::StatusOr<std::unique_ptr<SafetensorsReader>> r =
-      SafetensorsReader::Open(src);
+  absl::StatusOr<std::unique_ptr<model::SafetensorsReader>> r =
+      model::SafetensorsReader::Open(src);
   ASSERT_TRUE(r.ok()) << r.status();
-  std::vector<std::vector<testing::RawTensor>> shards(3);
+  std::vector<std::vector<model::testing::RawTensor>> shards(3);
   Json index = {{"metadata", Json::object()}, {"weight_map", Json::object()}};
   int i = 0;
   for (const std::string& name : (*r)->TensorNames()) {
     if (name == skip) continue;
-    const SafetensorsTensor* t = *(*r)->Find(name);
-    testing::RawTensor raw{
+    const model::SafetensorsTensor* t = *(*r)->Find(name);
+    model::testing::RawTensor raw{
         name, t->dtype_name, t->shape,
         std::string(reinterpret_cast<const char*>(t->data), t->num_bytes)};
     if (name == reshape) std::swap(raw.shape[0], raw.shape[1]);
@@ -552,13 +552,14 @@ void WriteShardedLlama3(const Golden& g, const std::string& dir,
   }
   for (int s = 0; s < 3; ++s) {
     ASSERT_TRUE(
-        testing::WriteSafetensors(
+        model::testing::WriteSafetensors(
             absl::StrCat(dir, "/model-0000", s + 1, "-of-00003.safetensors"),
             shards[s])
             .ok());
   }
   std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
-  absl::StatusOr<Json> config = testing::ReadJsonFile(src + "/config.json");
+  absl::StatusOr<Json> config =
+      model::testing::ReadJsonFile(src + "/config.json");
   ASSERT_TRUE(config.ok());
   Json c = *config;
   Json rope = c["rope_parameters"];
@@ -588,7 +589,7 @@ TEST(LlamaModelTest, ShardedCheckpointWithTransformers4Config) {
       MakeExecutor(g.shared + "/golden/models/llama3-gqa-bf16");
   ASSERT_NE(sharded, nullptr);
   ASSERT_NE(original, nullptr);
-  EXPECT_EQ(sharded->config().rope.type, RopeType::kLlama3);
+  EXPECT_EQ(sharded->config().rope.type, model::RopeType::kLlama3);
   EXPECT_EQ(sharded->config().dtype, "bfloat16");
   PageSource pages(1);
   ForwardBatch b;

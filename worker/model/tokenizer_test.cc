@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/shared_test_data.h"
 
 namespace radixkv::worker {
 namespace {
@@ -35,9 +35,9 @@ bool IsCleanUtf8(const std::string& s) {
 class TokenizerGoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> shared = testing::FindSharedDir();
+    absl::StatusOr<std::string> shared = model::testing::FindSharedDir();
     ASSERT_TRUE(shared.ok()) << shared.status();
-    absl::StatusOr<Json> golden = testing::ReadJsonFile(
+    absl::StatusOr<Json> golden = model::testing::ReadJsonFile(
         *shared + "/golden/tokenizer/tokenizer_golden.json");
     ASSERT_TRUE(golden.ok()) << golden.status();
     golden_ = *golden;

@@ -60,7 +60,7 @@ class FakeModelExecutor : public ModelExecutor {
   };
   const std::vector<BatchRecord>& batches() const { return batches_; }
 
-  const ModelConfig& config() const override { return config_; }
+  const model::ModelConfig& config() const override { return config_; }
   absl::Status Forward(const ForwardBatch& batch,
                        std::vector<float>* logits) override;
   absl::Status ForwardSample(const ForwardBatch& batch,
@@ -71,7 +71,7 @@ class FakeModelExecutor : public ModelExecutor {
   std::string device() const override { return "fake"; }
 
  private:
-  ModelConfig config_;
+  model::ModelConfig config_;
   const int64_t capacity_slots_;
   const int32_t page_size_;
   // Per slot: token id and position written there (-1: never written).

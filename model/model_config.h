@@ -6,8 +6,8 @@
 //     and `dtype`;
 //   - transformers 4: top-level `rope_theta`, optional `rope_scaling` dict
 //     {rope_type|type, factor, ...} and `torch_dtype`.
-#ifndef RADIXKV_WORKER_MODEL_MODEL_CONFIG_H_
-#define RADIXKV_WORKER_MODEL_MODEL_CONFIG_H_
+#ifndef RADIXKV_MODEL_MODEL_CONFIG_H_
+#define RADIXKV_MODEL_MODEL_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 
 // Rotary position embedding variant (HF `rope_type`).
 enum class RopeType : int {
@@ -74,6 +74,6 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text);
 // Reads and parses `<model_dir>/config.json`. NOT_FOUND if the file is absent.
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model
 
-#endif  // RADIXKV_WORKER_MODEL_MODEL_CONFIG_H_
+#endif  // RADIXKV_MODEL_MODEL_CONFIG_H_

@@ -1,14 +1,14 @@
 // Rotary position embedding (RoPE) inverse frequencies of a LLaMA-family
 // model, shared by the CPU (worker/model/llama_model.cc) and GPU
 // (worker/gpu/gpu_model_executor.cc) executors.
-#ifndef RADIXKV_WORKER_MODEL_ROPE_H_
-#define RADIXKV_WORKER_MODEL_ROPE_H_
+#ifndef RADIXKV_MODEL_ROPE_H_
+#define RADIXKV_MODEL_ROPE_H_
 
 #include <vector>
 
-#include "worker/model/model_config.h"
+#include "model/model_config.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 
 // Returns the RoPE inverse frequencies inv_freq[D/2] (float32, radians per
 // token position; D = config.head_dim), exactly as Hugging Face transformers
@@ -29,6 +29,6 @@ namespace radixkv::worker {
 // validated by LoadModelConfig (head_dim even, rope_type default or llama3).
 std::vector<float> RopeInvFreq(const ModelConfig& config);
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model
 
-#endif  // RADIXKV_WORKER_MODEL_ROPE_H_
+#endif  // RADIXKV_MODEL_ROPE_H_

@@ -4,17 +4,17 @@
 // q_norm/k_norm, MoE experts, a quantization scale, ...) means the
 // checkpoint computes something we do not, so it is refused instead of
 // silently ignored.
-#ifndef RADIXKV_WORKER_MODEL_CHECKPOINT_TENSORS_H_
-#define RADIXKV_WORKER_MODEL_CHECKPOINT_TENSORS_H_
+#ifndef RADIXKV_MODEL_CHECKPOINT_TENSORS_H_
+#define RADIXKV_MODEL_CHECKPOINT_TENSORS_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/model/model_config.h"
-#include "worker/model/safetensors_reader.h"
+#include "model/model_config.h"
+#include "model/safetensors_reader.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 
 // Names of the tensors the executors read for `config`, in load order:
 // model.embed_tokens.weight, model.norm.weight, lm_head.weight (untied
@@ -35,6 +35,6 @@ std::vector<std::string> ConsumedTensorNames(const ModelConfig& config);
 absl::Status CheckCheckpointTensors(const ModelConfig& config,
                                     const SafetensorsReader& reader);
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model
 
-#endif  // RADIXKV_WORKER_MODEL_CHECKPOINT_TENSORS_H_
+#endif  // RADIXKV_MODEL_CHECKPOINT_TENSORS_H_

@@ -1,4 +1,4 @@
-#include "worker/model/model_config.h"
+#include "model/model_config.h"
 
 #include <fstream>
 #include <sstream>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 using Json = nlohmann::json;
@@ -445,4 +445,4 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   return c;
 }
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

@@ -8,8 +8,8 @@
 // the raw little-endian tensor data. A sharded checkpoint has
 // model.safetensors.index.json whose "weight_map" maps tensor name -> shard
 // file name.
-#ifndef RADIXKV_WORKER_MODEL_SAFETENSORS_READER_H_
-#define RADIXKV_WORKER_MODEL_SAFETENSORS_READER_H_
+#ifndef RADIXKV_MODEL_SAFETENSORS_READER_H_
+#define RADIXKV_MODEL_SAFETENSORS_READER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 
 // Element types this reader converts to fp32. Other safetensors dtypes are
 // listed (kOther) but cannot be read as float.
@@ -87,6 +87,6 @@ class SafetensorsReader {
   absl::flat_hash_map<std::string, SafetensorsTensor> tensors_;
 };
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model
 
-#endif  // RADIXKV_WORKER_MODEL_SAFETENSORS_READER_H_
+#endif  // RADIXKV_MODEL_SAFETENSORS_READER_H_

@@ -1,4 +1,4 @@
-#include "worker/model/checkpoint_tensors.h"
+#include "model/checkpoint_tensors.h"
 
 #include <cstdlib>
 #include <memory>
@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "worker/model/rope.h"
-#include "worker/model/safetensors_test_writer.h"
-#include "worker/model/shared_test_data.h"
+#include "model/rope.h"
+#include "model/safetensors_test_writer.h"
+#include "model/testing/shared_test_data.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 using testing::RawTensor;
@@ -153,4 +153,4 @@ TEST(CheckpointTensorsTest, GoldenAndEmbeddedCheckpointsPass) {
 }
 
 }  // namespace
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

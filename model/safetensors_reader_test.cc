@@ -1,4 +1,4 @@
-#include "worker/model/safetensors_reader.h"
+#include "model/safetensors_reader.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/safetensors_test_writer.h"
+#include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/safetensors_test_writer.h"
-#include "worker/model/shared_test_data.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 using Json = nlohmann::json;
@@ -205,4 +205,4 @@ TEST(SafetensorsReaderTest, GoldenCheckpointMatchesMetaJson) {
 }
 
 }  // namespace
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

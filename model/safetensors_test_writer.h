@@ -1,8 +1,8 @@
 // Test support: writes safetensors files (8-byte little-endian header length,
 // JSON header, raw data) so tests can build checkpoints, including sharded
 // and deliberately corrupt ones.
-#ifndef RADIXKV_WORKER_MODEL_SAFETENSORS_TEST_WRITER_H_
-#define RADIXKV_WORKER_MODEL_SAFETENSORS_TEST_WRITER_H_
+#ifndef RADIXKV_MODEL_SAFETENSORS_TEST_WRITER_H_
+#define RADIXKV_MODEL_SAFETENSORS_TEST_WRITER_H_
 
 #include <cstdint>
 #include <functional>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
 
-namespace radixkv::worker::testing {
+namespace radixkv::model::testing {
 
 struct RawTensor {
   std::string name;
@@ -28,6 +28,6 @@ absl::Status WriteSafetensors(
     const std::string& path, const std::vector<RawTensor>& tensors,
     const std::function<void(nlohmann::json&)>& edit_header = {});
 
-}  // namespace radixkv::worker::testing
+}  // namespace radixkv::model::testing
 
-#endif  // RADIXKV_WORKER_MODEL_SAFETENSORS_TEST_WRITER_H_
+#endif  // RADIXKV_MODEL_SAFETENSORS_TEST_WRITER_H_

@@ -1,9 +1,9 @@
-#include "worker/model/rope.h"
+#include "model/rope.h"
 
 #include <cmath>
 #include <cstdint>
 
-namespace radixkv::worker {
+namespace radixkv::model {
 
 std::vector<float> RopeInvFreq(const ModelConfig& c) {
   const int32_t half = c.head_dim / 2;
@@ -42,4 +42,4 @@ std::vector<float> RopeInvFreq(const ModelConfig& c) {
   return inv_freq;
 }
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

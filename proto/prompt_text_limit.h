@@ -8,13 +8,13 @@
 // 1 byte, the longest sentencepiece/BPE pieces a few dozen), so a text of
 // more than max_position_embeddings x 32 bytes cannot fit and is rejected
 // with INVALID_ARGUMENT by the router and the worker without tokenizing it.
-#ifndef RADIXKV_WORKER_PROMPT_TEXT_LIMIT_H_
-#define RADIXKV_WORKER_PROMPT_TEXT_LIMIT_H_
+#ifndef RADIXKV_PROTO_PROMPT_TEXT_LIMIT_H_
+#define RADIXKV_PROTO_PROMPT_TEXT_LIMIT_H_
 
 #include <algorithm>
 #include <cstdint>
 
-namespace radixkv::worker {
+namespace radixkv::v1 {
 
 // Bytes of prompt text allowed per position of the model's context.
 inline constexpr int64_t kMaxPromptBytesPerPosition = 32;
@@ -26,6 +26,6 @@ inline constexpr int64_t MaxPromptTextBytes(int64_t max_position_embeddings) {
          kMaxPromptBytesPerPosition;
 }
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::v1
 
-#endif  // RADIXKV_WORKER_PROMPT_TEXT_LIMIT_H_
+#endif  // RADIXKV_PROTO_PROMPT_TEXT_LIMIT_H_

@@ -1,4 +1,4 @@
-#include "worker/model/safetensors_reader.h"
+#include "model/safetensors_reader.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 using Json = nlohmann::json;
@@ -315,4 +315,4 @@ absl::StatusOr<std::vector<float>> SafetensorsReader::ReadFloat32(
   return out;
 }
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

@@ -1,4 +1,4 @@
-#include "worker/model/shared_test_data.h"
+#include "model/testing/shared_test_data.h"
 
 #include <sys/stat.h>
 
@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace radixkv::worker::testing {
+namespace radixkv::model::testing {
 namespace {
 
 constexpr char kModelRunfile[] = "models/radixkv-demo-llama/config.json";
@@ -118,4 +118,4 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   return j;
 }
 
-}  // namespace radixkv::worker::testing
+}  // namespace radixkv::model::testing

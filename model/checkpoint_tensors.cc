@@ -1,4 +1,4 @@
-#include "worker/model/checkpoint_tensors.h"
+#include "model/checkpoint_tensors.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,9 +6,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "worker/model/rope.h"
+#include "model/rope.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 constexpr char kInvFreqSuffix[] = ".self_attn.rotary_emb.inv_freq";
@@ -109,4 +109,4 @@ absl::Status CheckCheckpointTensors(const ModelConfig& config,
   return absl::OkStatus();
 }
 
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

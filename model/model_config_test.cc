@@ -1,11 +1,11 @@
-#include "worker/model/model_config.h"
+#include "model/model_config.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
-#include "worker/model/shared_test_data.h"
+#include "model/testing/shared_test_data.h"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 TEST(ModelConfigTest, GoldenLlama3GqaBf16Transformers5Form) {
@@ -207,4 +207,4 @@ TEST(ModelConfigTest, AcceptsTheFullAttentionFormsOfEachFamily) {
 }
 
 }  // namespace
-}  // namespace radixkv::worker
+}  // namespace radixkv::model

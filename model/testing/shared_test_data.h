@@ -7,8 +7,8 @@
 // <repo> is found by resolving the symlink of a runfile of this repository
 // (models/radixkv-demo-llama/config.json) out of the Bazel sandbox. Tests that
 // need the data FAIL (never skip) when it is absent.
-#ifndef RADIXKV_WORKER_MODEL_SHARED_TEST_DATA_H_
-#define RADIXKV_WORKER_MODEL_SHARED_TEST_DATA_H_
+#ifndef RADIXKV_MODEL_TESTING_SHARED_TEST_DATA_H_
+#define RADIXKV_MODEL_TESTING_SHARED_TEST_DATA_H_
 
 #include <string>
 #include <vector>
@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace radixkv::worker::testing {
+namespace radixkv::model::testing {
 
 // Absolute path of the shared folder (contains golden/ and demo-model/).
 // NOT_FOUND with a message saying how to set RADIXKV_SHARED_DIR.
@@ -37,6 +37,6 @@ absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path,
 // Parsed JSON file; INVALID_ARGUMENT if malformed.
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 
-}  // namespace radixkv::worker::testing
+}  // namespace radixkv::model::testing
 
-#endif  // RADIXKV_WORKER_MODEL_SHARED_TEST_DATA_H_
+#endif  // RADIXKV_MODEL_TESTING_SHARED_TEST_DATA_H_

@@ -1,10 +1,10 @@
-#include "worker/model/safetensors_test_writer.h"
+#include "model/safetensors_test_writer.h"
 
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 
-namespace radixkv::worker::testing {
+namespace radixkv::model::testing {
 
 absl::Status WriteSafetensors(
     const std::string& path, const std::vector<RawTensor>& tensors,
@@ -32,4 +32,4 @@ absl::Status WriteSafetensors(
   return absl::OkStatus();
 }
 
-}  // namespace radixkv::worker::testing
+}  // namespace radixkv::model::testing
