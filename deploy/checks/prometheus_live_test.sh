@@ -87,7 +87,7 @@ echo "== image layout (deploy/docker/collect_runtime_libs.sh, as the Dockerfile 
 # RADIXKV_SENTENCEPIECE_PLUGIN (the images' ENV), no Bazel runfiles.
 img="$work/image"
 "${root}/deploy/docker/collect_runtime_libs.sh" "$img" "$bin/cache_service/cache_service" \
-  "$bin/router/router" "$bin/worker/worker" "$bin/worker/model/libradixkv_sentencepiece.so"
+  "$bin/router/router" "$bin/worker/worker" "$bin/model/tokenizer/libradixkv_sentencepiece.so"
 # Like the images: the plug-in under lib/, not next to the binaries.
 mkdir -p "$img/lib/radixkv"
 mv "$img/bin/libradixkv_sentencepiece.so" "$img/lib/radixkv/"

@@ -12,7 +12,7 @@ bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test 
   //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
   //worker/gpu:greedy_text_client \
   //router:router //router:workload_runner //router:local_cluster \
-  //cache_service:cache_service //worker/model:libradixkv_sentencepiece.so
+  //cache_service:cache_service //model/tokenizer:libradixkv_sentencepiece.so
 rm -rf "${R}"
 mkdir -p "${R}"/bin/{worker,router,cache_service} "${R}/lib" "${R}/shared"
 cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
@@ -21,9 +21,9 @@ cp bazel-bin/router/{router,workload_runner,local_cluster} "${R}/bin/router/"
 cp bazel-bin/cache_service/cache_service "${R}/bin/cache_service/"
 # The tokenizer plug-in is found next to each executable.
 for d in worker router; do
-  cp bazel-bin/worker/model/libradixkv_sentencepiece.so "${R}/bin/${d}/"
+  cp bazel-bin/model/tokenizer/libradixkv_sentencepiece.so "${R}/bin/${d}/"
 done
-cp bazel-bin/worker/model/libradixkv_sentencepiece.so "${R}/bin/"
+cp bazel-bin/model/tokenizer/libradixkv_sentencepiece.so "${R}/bin/"
 find "${R}/bin" -type f -print0 |
   xargs -0 worker/kernels/hip/copy_shared_libs.sh "${R}/lib"
 tar -cJf "${R}/lib.tar.xz" -C "${R}/lib" . && rm -rf "${R}/lib"

@@ -1,17 +1,11 @@
 #include "worker/model/tokenizer.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <climits>
-#include <cstdlib>
-#include <fstream>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/model/sentencepiece_adapter.h"
+#include "model/tokenizer/sentencepiece_tokenizer.h"
 
 namespace radixkv::worker {
 namespace {
@@ -29,123 +23,34 @@ bool EndsWithReplacementChar(absl::string_view s) {
 // window sees the same leading-space situation as a full decode.
 constexpr size_t kPromptContextTokens = 5;
 
-constexpr char kPluginFileName[] = "libradixkv_sentencepiece.so";
-constexpr char kPluginRunfile[] = "worker/model/libradixkv_sentencepiece.so";
-
-// Loads the sentencepiece plug-in once per process.
-absl::StatusOr<const RadixkvSentencePieceApi*> LoadSentencePiecePlugin() {
-  static absl::StatusOr<const RadixkvSentencePieceApi*>* const plugin = [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("RADIXKV_SENTENCEPIECE_PLUGIN");
-        env != nullptr && env[0] != '\0') {
-      candidates.push_back(env);
-    }
-    std::string exe;
-    char buf[PATH_MAX];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n > 0) exe.assign(buf, n);
-    for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-      if (const char* dir = std::getenv(var); dir != nullptr) {
-        candidates.push_back(absl::StrCat(dir, "/radixkv/", kPluginRunfile));
-      }
-    }
-    if (!exe.empty()) {
-      candidates.push_back(
-          absl::StrCat(exe, ".runfiles/radixkv/", kPluginRunfile));
-      candidates.push_back(
-          absl::StrCat(exe.substr(0, exe.rfind('/') + 1), kPluginFileName));
-    }
-    std::string tried;
-    for (const std::string& path : candidates) {
-      void* handle =
-          ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-      if (handle == nullptr) {
-        absl::StrAppend(&tried, "\n  ", path, ": ", ::dlerror());
-        continue;
-      }
-      using ApiFn = const RadixkvSentencePieceApi* (*)();
-      auto fn =
-          reinterpret_cast<ApiFn>(::dlsym(handle, "radixkv_sentencepiece_api"));
-      const RadixkvSentencePieceApi* api = fn != nullptr ? fn() : nullptr;
-      if (api == nullptr || api->version != RADIXKV_SENTENCEPIECE_API_VERSION) {
-        absl::StrAppend(&tried, "\n  ", path,
-                        ": not a compatible radixkv sentencepiece plug-in");
-        ::dlclose(handle);
-        continue;
-      }
-      return new absl::StatusOr<const RadixkvSentencePieceApi*>(api);
-    }
-    return new absl::StatusOr<const RadixkvSentencePieceApi*>(
-        absl::FailedPreconditionError(absl::StrCat(
-            "sentencepiece plug-in ", kPluginFileName,
-            " not found; set RADIXKV_SENTENCEPIECE_PLUGIN or copy it next "
-            "to the binary. Tried:",
-            tried)));
-  }();
-  return *plugin;
-}
-
 }  // namespace
-
-Tokenizer::Tokenizer(const RadixkvSentencePieceApi* api, void* sp)
-    : api_(api), sp_(sp) {}
-
-Tokenizer::~Tokenizer() { api_->destroy(sp_); }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(
     const std::string& model_path) {
-  if (!std::ifstream(model_path).good()) {
-    return absl::NotFoundError(
-        absl::StrCat("tokenizer model not found: ", model_path));
-  }
-  absl::StatusOr<const RadixkvSentencePieceApi*> api =
-      LoadSentencePiecePlugin();
-  if (!api.ok()) return api.status();
-  std::unique_ptr<Tokenizer> t(new Tokenizer(*api, (*api)->create()));
-  std::string error;
-  if (!t->api_->load(t->sp_, &model_path, &error)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot load sentencepiece model ", model_path, ": ", error));
-  }
-  return t;
+  absl::StatusOr<std::unique_ptr<model::SentencePieceTokenizer>> sp =
+      model::SentencePieceTokenizer::Load(model_path);
+  if (!sp.ok()) return sp.status();
+  return std::unique_ptr<Tokenizer>(new Tokenizer(*std::move(sp)));
 }
+
+Tokenizer::Tokenizer(std::unique_ptr<model::SentencePieceTokenizer> sp)
+    : sp_(std::move(sp)) {}
+
+Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
                                                        bool add_bos) const {
-  std::vector<int> ids;
-  std::string error;
-  if (!api_->encode(sp_, std::string_view(text.data(), text.size()), &ids,
-                    &error)) {
-    return absl::InvalidArgumentError(absl::StrCat("encode: ", error));
-  }
-  std::vector<int32_t> out;
-  out.reserve(ids.size() + 1);
-  if (add_bos && bos_id() >= 0) out.push_back(bos_id());
-  out.insert(out.end(), ids.begin(), ids.end());
-  return out;
+  return sp_->Encode(text, add_bos);
 }
 
 absl::StatusOr<std::string> Tokenizer::Decode(
     absl::Span<const int32_t> ids) const {
-  const int32_t n = vocab_size();
-  for (int32_t id : ids) {
-    if (id < 0 || id >= n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", id, " outside [0, ", n, ")"));
-    }
-  }
-  std::string text;
-  std::string error;
-  const std::vector<int> v(ids.begin(), ids.end());
-  if (!api_->decode(sp_, &v, &text, &error)) {
-    return absl::InvalidArgumentError(absl::StrCat("decode: ", error));
-  }
-  return text;
+  return sp_->Decode(ids, /*skip_special_tokens=*/true);
 }
 
-int32_t Tokenizer::vocab_size() const { return api_->piece_size(sp_); }
-int32_t Tokenizer::bos_id() const { return api_->bos_id(sp_); }
-int32_t Tokenizer::eos_id() const { return api_->eos_id(sp_); }
+int32_t Tokenizer::vocab_size() const { return sp_->vocab_size(); }
+int32_t Tokenizer::bos_id() const { return sp_->bos_id(); }
+int32_t Tokenizer::eos_id() const { return sp_->eos_id(); }
 
 IncrementalDetokenizer::IncrementalDetokenizer(
     const Tokenizer* tokenizer, absl::Span<const int32_t> prompt_ids)

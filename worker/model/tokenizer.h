@@ -12,8 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-
-extern "C" struct RadixkvSentencePieceApi;
+#include "model/tokenizer/sentencepiece_tokenizer.h"
 
 namespace radixkv::worker {
 
@@ -53,9 +52,8 @@ class Tokenizer {
   int32_t eos_id() const;  // -1 if none
 
  private:
-  Tokenizer(const RadixkvSentencePieceApi* api, void* sp);
-  const RadixkvSentencePieceApi* api_;
-  void* sp_;  // SentencePieceProcessor owned through api_
+  explicit Tokenizer(std::unique_ptr<model::SentencePieceTokenizer> sp);
+  std::unique_ptr<model::SentencePieceTokenizer> sp_;
 };
 
 // Turns a growing token sequence into text deltas for streaming. Each delta

@@ -1,6 +1,6 @@
 // Built into libradixkv_sentencepiece.so. No Abseil includes in this file:
 // see sentencepiece_adapter.h.
-#include "worker/model/sentencepiece_adapter.h"
+#include "model/tokenizer/sentencepiece_adapter.h"
 
 #include <sentencepiece_processor.h>
 
@@ -40,6 +40,14 @@ bool Decode(const void* sp, const std::vector<int>* ids, std::string* text,
 int PieceSize(const void* sp) { return Sp(sp)->GetPieceSize(); }
 int BosId(const void* sp) { return Sp(sp)->bos_id(); }
 int EosId(const void* sp) { return Sp(sp)->eos_id(); }
+void IdToPiece(const void* sp, int id, std::string* piece) {
+  *piece = Sp(sp)->IdToPiece(id);
+}
+int PieceToId(const void* sp, std::string_view piece) {
+  return Sp(sp)->PieceToId(piece);
+}
+bool IsControl(const void* sp, int id) { return Sp(sp)->IsControl(id); }
+bool IsUnknown(const void* sp, int id) { return Sp(sp)->IsUnknown(id); }
 
 constexpr RadixkvSentencePieceApi kApi = {
     RADIXKV_SENTENCEPIECE_API_VERSION,
@@ -51,6 +59,10 @@ constexpr RadixkvSentencePieceApi kApi = {
     &PieceSize,
     &BosId,
     &EosId,
+    &IdToPiece,
+    &PieceToId,
+    &IsControl,
+    &IsUnknown,
 };
 
 }  // namespace

@@ -14,16 +14,17 @@
 // sentencepiece_adapter.cc includes no Abseil header.
 //
 // Both sides share one libstdc++ (same compiler, same process), so std types
-// may cross the boundary. Internal to //worker/model; use Tokenizer.
-#ifndef RADIXKV_WORKER_MODEL_SENTENCEPIECE_ADAPTER_H_
-#define RADIXKV_WORKER_MODEL_SENTENCEPIECE_ADAPTER_H_
+// may cross the boundary. Internal to //model/tokenizer; use
+// SentencePieceTokenizer.
+#ifndef RADIXKV_MODEL_TOKENIZER_SENTENCEPIECE_ADAPTER_H_
+#define RADIXKV_MODEL_TOKENIZER_SENTENCEPIECE_ADAPTER_H_
 
 #include <string>
 #include <string_view>
 #include <vector>
 
 // Bump when the table changes; the loader refuses a mismatching plug-in.
-#define RADIXKV_SENTENCEPIECE_API_VERSION 1
+#define RADIXKV_SENTENCEPIECE_API_VERSION 2
 
 extern "C" {
 
@@ -45,6 +46,13 @@ struct RadixkvSentencePieceApi {
   int (*piece_size)(const void* sp);
   int (*bos_id)(const void* sp);  // -1 if none
   int (*eos_id)(const void* sp);  // -1 if none
+  // The piece string of `id` in [0, piece_size) ("<s>", "\u2581the", ...).
+  void (*id_to_piece)(const void* sp, int id, std::string* piece);
+  // The id of `piece`, or the unknown id when it is not a piece.
+  int (*piece_to_id)(const void* sp, std::string_view piece);
+  // True for control pieces (BOS, EOS, ...) and the unknown piece.
+  bool (*is_control)(const void* sp, int id);
+  bool (*is_unknown)(const void* sp, int id);
 };
 
 // The plug-in's single exported symbol.
@@ -52,4 +60,4 @@ const RadixkvSentencePieceApi* radixkv_sentencepiece_api();
 
 }  // extern "C"
 
-#endif  // RADIXKV_WORKER_MODEL_SENTENCEPIECE_ADAPTER_H_
+#endif  // RADIXKV_MODEL_TOKENIZER_SENTENCEPIECE_ADAPTER_H_
