@@ -148,6 +148,8 @@ int FinishCheckFlags(const absl::Status& validation) {
   return 2;
 }
 
+std::string BindAddress() { return absl::GetFlag(FLAGS_bind_address); }
+
 std::string ListenAddress(int port) {
   return absl::StrCat(absl::GetFlag(FLAGS_bind_address), ":", port);
 }

@@ -77,6 +77,9 @@ bool CheckFlagsOnly();
 // process exit code (0 when ok, 2 otherwise).
 int FinishCheckFlags(const absl::Status& validation);
 
+// The --bind_address flag (the address every listening port binds).
+std::string BindAddress();
+
 // host:port built from --bind_address and the given port.
 std::string ListenAddress(int port);
 

@@ -289,7 +289,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   std::unique_ptr<LocalCluster> c(new LocalCluster(std::move(options)));
   const LocalClusterOptions& o = c->options_;
   const int num_ports =
-      4 + o.num_workers + (o.process_metrics ? 1 + o.num_workers : 0);
+      5 + o.num_workers + (o.process_metrics ? 1 + o.num_workers : 0);
   const std::vector<int> free_ports =
       o.base_port == 0 ? PickFreePorts(num_ports) : std::vector<int>();
   auto port = [&](int offset) {
@@ -306,6 +306,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     for (int i = 0; i < o.num_workers; ++i)
       c->worker_metrics_ports_.push_back(port(5 + o.num_workers + i));
   }
+  c->router_http_port_ = port(num_ports - 1);
   if (o.base_port != 0) {
     // Fixed ports: refuse to start when one is taken (typically a cluster
     // already running on this --base_port) instead of half-starting next to
@@ -315,7 +316,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     std::vector<std::pair<std::string, int>> wanted = {
         {"cache service", c->cache_port_},
         {"router", c->router_port_},
-        {"router metrics", c->router_metrics_port_}};
+        {"router metrics", c->router_metrics_port_},
+        {"router HTTP API", c->router_http_port_}};
     if (o.use_redis) wanted.insert(wanted.begin(), {"redis", c->redis_port_});
     for (int i = 0; i < o.num_workers; ++i) {
       wanted.push_back({c->worker_id(i), c->worker_ports_[i]});
@@ -413,6 +415,10 @@ std::string LocalCluster::Bin(const std::string& name) const {
 std::string LocalCluster::router_address() const {
   return Loopback(router_port_);
 }
+std::string LocalCluster::router_http_address() const {
+  return Loopback(router_http_port_);
+}
+
 std::string LocalCluster::router_metrics_address() const {
   return Loopback(router_metrics_port_);
 }
@@ -528,6 +534,7 @@ absl::Status LocalCluster::StartRouter() {
       "--bind_address=127.0.0.1",
       absl::StrCat("--grpc_port=", router_port_),
       absl::StrCat("--metrics_port=", router_metrics_port_),
+      absl::StrCat("--http_port=", router_http_port_),
       absl::StrCat("--cache_service=", cache_service_address()),
       absl::StrCat("--model_dir=", options_.model_dir),
       absl::StrCat("--policy=", options_.policy)};

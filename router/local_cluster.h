@@ -133,7 +133,9 @@ struct LocalClusterOptions {
   // Ports: 0 = free ports picked at start. Otherwise consecutive from
   // base_port: redis (+0), cache service (+1), router (+2), router metrics
   // (+3), workers (+4 .. +3+N); with process_metrics also cache service
-  // metrics (+4+N) and worker metrics (+5+N .. +4+2N), N = num_workers.
+  // metrics (+4+N) and worker metrics (+5+N .. +4+2N), N = num_workers;
+  // last, the router's OpenAI HTTP API (+4+N, or +5+2N with
+  // process_metrics).
   int base_port = 0;
   // true: the cache service and every worker serve /metrics too (see
   // cache_service_metrics_address(), worker_metrics_address()); false: they
@@ -178,6 +180,8 @@ class LocalCluster {
   std::vector<std::string> TakeExitedProcesses();
 
   std::string router_address() const;
+  // host:port of the router's OpenAI-compatible HTTP API.
+  std::string router_http_address() const;
   std::string router_metrics_address() const;
   std::string cache_service_address() const;
   // host:port of the cache service's /metrics; empty unless
@@ -224,7 +228,7 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   int redis_port_ = 0, cache_port_ = 0, router_port_ = 0,
-      router_metrics_port_ = 0, cache_metrics_port_ = 0;
+      router_metrics_port_ = 0, cache_metrics_port_ = 0, router_http_port_ = 0;
   std::vector<int> worker_ports_;
   std::vector<int> worker_metrics_ports_;  // empty unless process_metrics
   std::unique_ptr<ChildProcess> redis_, cache_service_, router_;

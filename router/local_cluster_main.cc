@@ -85,7 +85,9 @@ ABSL_FLAG(std::string, router_args, "",
 ABSL_FLAG(bool, serve, false,
           "Start the cluster and keep it up until Ctrl-C; no workload.");
 ABSL_FLAG(std::string, ready_file, "",
-          "With --serve: write the router address here once healthy.");
+          "With --serve: write the addresses here once healthy, one per "
+          "line: router gRPC, cache service, router HTTP API, router "
+          "/metrics, cache service /metrics.");
 ABSL_FLAG(std::string, redis_server, "/usr/bin/redis-server",
           "redis-server binary.");
 
@@ -276,14 +278,23 @@ int main(int argc, char** argv) {
       std::printf("  router         %s  grpc.health.v1 SERVING (metrics %s)\n",
                   c.router_address().c_str(),
                   c.router_metrics_address().c_str());
+      std::printf("  OpenAI API     http://%s/v1\n",
+                  c.router_http_address().c_str());
       std::printf("cluster healthy in %.1f s\n\n",
                   absl::ToDoubleSeconds(absl::Now() - t0));
       std::fflush(stdout);
       if (absl::GetFlag(FLAGS_serve)) {
         const std::string ready = absl::GetFlag(FLAGS_ready_file);
         if (!ready.empty()) {
-          std::ofstream(ready + ".tmp") << c.router_address() << "\n"
-                                        << c.cache_service_address() << "\n";
+          // One address per line: router gRPC, cache service, router HTTP
+          // API, router /metrics, cache service /metrics ("" without
+          // --process_metrics).
+          std::ofstream(ready + ".tmp")
+              << c.router_address() << "\n"
+              << c.cache_service_address() << "\n"
+              << c.router_http_address() << "\n"
+              << c.router_metrics_address() << "\n"
+              << c.cache_service_metrics_address() << "\n";
           std::filesystem::rename(ready + ".tmp", ready);
         }
         std::printf("serving until Ctrl-C / SIGTERM\n");

@@ -12,9 +12,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "model/model_config.h"
+#include "process/http_server.h"
 #include "process/process_lifecycle.h"
 #include "proto/prompt_text_limit.h"
-#include "router/model_prompt_tokenizer.h"
+#include "router/api_keys.h"
+#include "router/model_catalog.h"
+#include "router/openai/openai_frontend.h"
 #include "router/placement_policy.h"
 #include "router/router_metrics.h"
 #include "router/router_service.h"
@@ -64,9 +67,27 @@ ABSL_FLAG(int, max_attempts, 3,
 ABSL_FLAG(std::string, model, "",
           "Model matched when a request leaves `model` empty; empty = the "
           "model the registered workers serve.");
+ABSL_FLAG(std::string, models, "",
+          "Models the router tokenizes for, as name=folder[,name=folder...] "
+          "(the checkpoint folder: config.json, tokenizer.json or "
+          "tokenizer.model, tokenizer_config.json / chat_template.jinja). "
+          "A request for a model found neither here nor in --models_dir is "
+          "forwarded as text (its workers tokenize; no chat).");
+ABSL_FLAG(std::string, models_dir, "",
+          "Folder whose subfolder <model name> is the checkpoint of a model "
+          "not in --models (loaded on its first request).");
+ABSL_FLAG(int, http_port, 0,
+          "Port of the OpenAI-compatible HTTP API (/v1/completions, "
+          "/v1/chat/completions, /v1/models, /tokenize, /detokenize, "
+          "/health); 0 = off.");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "File of API keys, one per line (re-read on SIGHUP): the HTTP API "
+          "(except /health) and gRPC Generate/Abort then need "
+          "\"Authorization: Bearer <key>\". Empty = no key needed.");
 ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
-          "Checkpoint directory whose tokenizer.model tokenizes text prompts "
-          "for Match; when missing, text prompts are placed by load only.");
+          "Checkpoint folder of one model, named after its last path "
+          "component (as workers register it with --model_name): the same "
+          "as --models=<name>=<folder>. Empty = none.");
 ABSL_FLAG(bool, allow_policy_override, true,
           "Honour the radixkv-placement-policy request metadata (policy "
           "comparisons on one cluster).");
@@ -144,6 +165,16 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError(
         "--worker_keepalive_timeout_ms must be in [100, 600000]");
   }
+  const int http_port = absl::GetFlag(FLAGS_http_port);
+  if (http_port < 0 || http_port > 65535) {
+    return absl::InvalidArgumentError("--http_port must be in [0, 65535]");
+  }
+  if (absl::Status s = radixkv::router::ModelCatalog::ParseModelsFlag(
+                           absl::GetFlag(FLAGS_models))
+                           .status();
+      !s.ok()) {
+    return s;
+  }
   if (absl::GetFlag(FLAGS_max_in_flight_requests) < 1 ||
       absl::GetFlag(FLAGS_max_in_flight_per_worker) < 0) {
     return absl::InvalidArgumentError(
@@ -177,17 +208,36 @@ int main(int argc, char** argv) {
   if (!metrics.ok()) return 1;
   router::RouterMetrics router_metrics(*(*metrics)->registry());
 
-  std::unique_ptr<router::PromptTokenizer> tokenizer;
+  auto models =
+      router::ModelCatalog::ParseModelsFlag(absl::GetFlag(FLAGS_models));
+  if (!models.ok()) {
+    spdlog::critical("{}", models.status().ToString());
+    return 1;
+  }
   const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
   if (!model_dir.empty()) {
-    auto loaded = router::ModelPromptTokenizer::Load(model_dir);
-    if (loaded.ok()) {
-      tokenizer = *std::move(loaded);
-      spdlog::info("text prompts tokenized with {}/tokenizer.model", model_dir);
-    } else {
-      spdlog::warn("no tokenizer ({}): text prompts are placed by load only",
-                   loaded.status().ToString());
+    std::string name = model_dir;
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    name = name.substr(name.find_last_of('/') + 1);
+    models->emplace_back(name, model_dir);
+  }
+  router::ModelCatalog catalog(*models, absl::GetFlag(FLAGS_models_dir));
+  for (const auto& [name, dir] : *models) {
+    // Loaded now, so a broken folder is reported at start-up.
+    if (catalog.Find(name) == nullptr) {
+      spdlog::warn("model {} ({}): text prompts go to its workers as text",
+                   name, dir);
     }
+  }
+  std::unique_ptr<router::ApiKeys> api_keys;
+  if (!absl::GetFlag(FLAGS_api_keys_file).empty()) {
+    auto keys = router::ApiKeys::Load(absl::GetFlag(FLAGS_api_keys_file));
+    if (!keys.ok()) {
+      spdlog::critical("{}", keys.status().ToString());
+      return 1;
+    }
+    api_keys = *std::move(keys);
+    spdlog::info("API keys required ({} keys)", api_keys->size());
   }
 
   router::RouterOptions options;
@@ -229,8 +279,9 @@ int main(int argc, char** argv) {
   options.max_in_flight_requests = absl::GetFlag(FLAGS_max_in_flight_requests);
   options.max_in_flight_per_worker =
       absl::GetFlag(FLAGS_max_in_flight_per_worker);
-  auto service = router::RouterService::Create(options, std::move(tokenizer),
-                                               &router_metrics);
+  options.api_keys = api_keys.get();
+  auto service =
+      router::RouterService::Create(options, &catalog, &router_metrics);
   if (!service.ok()) {
     spdlog::critical("{}", service.status().ToString());
     return 1;
@@ -242,16 +293,47 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
+  std::unique_ptr<router::openai::OpenAiFrontend> frontend;
+  std::unique_ptr<process::HttpServer> http;
+  if (absl::GetFlag(FLAGS_http_port) > 0) {
+    frontend = std::make_unique<router::openai::OpenAiFrontend>(service->get(),
+                                                                api_keys.get());
+    process::HttpServerOptions http_options;
+    http_options.address = process::BindAddress();
+    http_options.port = absl::GetFlag(FLAGS_http_port);
+    auto started = process::HttpServer::Start(
+        http_options, [f = frontend.get()](auto exchange) {
+          f->Handle(std::move(exchange));
+        });
+    if (!started.ok()) {
+      spdlog::critical("{}", started.status().ToString());
+      return 1;
+    }
+    http = *std::move(started);
+  }
+  std::unique_ptr<process::ReloadSignalWatcher> reload;
+  if (api_keys != nullptr) {
+    reload = std::make_unique<process::ReloadSignalWatcher>([&api_keys] {
+      const absl::Status s = api_keys->Reload();
+      if (s.ok()) {
+        spdlog::info("SIGHUP: API keys re-read ({} keys)", api_keys->size());
+      } else {
+        spdlog::error("SIGHUP: API keys kept: {}", s.ToString());
+      }
+    });
+  }
   spdlog::info(
-      "router serving gRPC on port {} (health: grpc.health.v1), policy {}, "
-      "cache service {}, metrics port {}",
-      (*server)->port(), options.policy, options.cache_service_address,
-      (*metrics)->port());
+      "router serving gRPC on port {} (health: grpc.health.v1), OpenAI HTTP "
+      "API on port {}, policy {}, cache service {}, metrics port {}",
+      (*server)->port(), http != nullptr ? http->port() : 0, options.policy,
+      options.cache_service_address, (*metrics)->port());
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: draining for up to {} s", sig,
                absl::GetFlag(FLAGS_drain_timeout_s));
+  if (frontend != nullptr) frontend->set_serving(false);
   const absl::Duration drain =
       absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  const absl::Time drain_end = absl::Now() + drain;
   // At the end of the drain the service ends its remaining streams itself
   // (UNAVAILABLE "the router is shutting down ..."), before the server would
   // cut them with gRPC's bare "Cancelling all calls".
@@ -260,9 +342,13 @@ int main(int argc, char** argv) {
     if (!drained.WaitForNotificationWithTimeout(drain)) (*service)->Shutdown();
   });
   (*server)->Shutdown(drain + absl::Seconds(1));
+  // HTTP requests drain like gRPC ones.
+  (*service)->WaitForIdle(drain_end - absl::Now());
   drained.Notify();
   end_of_drain.join();
   (*service)->Shutdown();
+  (*service)->WaitForIdle(absl::Seconds(5));
+  http.reset();
   spdlog::info("router stopped cleanly");
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "process/grpc_status.h"
 #include "process/raw_message.h"
 #include "proto/generate_request_checks.h"
+#include "proto/prompt_text_limit.h"
 #include "spdlog/spdlog.h"
 
 namespace radixkv::router {
@@ -46,8 +47,9 @@ class RouterService::GrpcGenerateReactor final
         (params.policy != nullptr ? params.policy : service->default_policy_)
             ->name());
     absl::Status refused = std::move(parsed);
+    if (refused.ok()) refused = service->Authenticate(context);
     if (!refused.ok()) {
-      // Unparseable request bytes: counted, nothing else.
+      // Unparseable request bytes or no key: counted, nothing else.
     } else if (params.policy == nullptr) {
       refused = absl::InvalidArgumentError(
           absl::StrCat("unknown placement policy ", unknown, " in metadata ",
@@ -108,7 +110,7 @@ class RouterService::GrpcGenerateReactor final
 };
 
 absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
-    const RouterOptions& options, std::unique_ptr<PromptTokenizer> tokenizer,
+    const RouterOptions& options, const ModelCatalog* catalog,
     RouterMetrics* metrics) {
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError("max_attempts must be >= 1");
@@ -120,7 +122,7 @@ absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
         ">= 0");
   }
   std::unique_ptr<RouterService> service(
-      new RouterService(options, std::move(tokenizer), metrics));
+      new RouterService(options, catalog, metrics));
   for (const std::string& name : PlacementPolicyNames()) {
     auto policy = CreatePlacementPolicy(name, options.cache_aware,
                                         options.approx_tree_capacity_tokens);
@@ -138,10 +140,10 @@ absl::StatusOr<std::unique_ptr<RouterService>> RouterService::Create(
 }
 
 RouterService::RouterService(const RouterOptions& options,
-                             std::unique_ptr<PromptTokenizer> tokenizer,
+                             const ModelCatalog* catalog,
                              RouterMetrics* metrics)
     : options_(options),
-      tokenizer_(std::move(tokenizer)),
+      catalog_(catalog),
       metrics_(metrics),
       failure_marks_(options.failed_worker_cooldown) {
   grpc::ChannelArguments args;
@@ -158,14 +160,18 @@ RouterService::~RouterService() {
   Shutdown();
   // Every call ends soon once cancelled; wait so that no callback of one
   // runs on a destroyed service.
+  if (!WaitForIdle(absl::Seconds(30))) {
+    spdlog::error("router: requests still in flight at destruction");
+  }
+}
+
+bool RouterService::WaitForIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return in_flight_.empty();
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Seconds(30))) {
-    spdlog::error("router: {} requests still in flight at destruction",
-                  in_flight_.size());
-  }
+  return mu_.AwaitWithTimeout(absl::Condition(&idle),
+                              std::max(timeout, absl::ZeroDuration()));
 }
 
 void RouterService::Shutdown() {
@@ -218,6 +224,16 @@ absl::StatusOr<std::shared_ptr<GenerateCall>> RouterService::Admit(
 void RouterService::Unregister(const std::string& request_id) {
   absl::MutexLock lock(&mu_);
   if (in_flight_.erase(request_id) > 0) metrics_->AddInFlight(-1);
+}
+
+absl::Status RouterService::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (options_.api_keys == nullptr) return absl::OkStatus();
+  const auto& md = context->client_metadata();
+  auto it = md.find("authorization");
+  return options_.api_keys->Check(
+      it == md.end() ? absl::string_view()
+                     : absl::string_view(it->second.data(), it->second.size()));
 }
 
 PlacementPolicy* RouterService::PolicyFor(
@@ -274,12 +290,62 @@ std::shared_ptr<radixkv::v1::Worker::Stub> RouterService::WorkerStub(
   return stub;
 }
 
+std::shared_ptr<const ModelCatalog::Entry> RouterService::FindModel(
+    const std::string& model) const {
+  return catalog_ != nullptr ? catalog_->Find(model) : nullptr;
+}
+
 absl::StatusOr<std::optional<std::vector<int32_t>>> RouterService::Tokenize(
     const std::string& model, const std::string& text) const {
-  if (tokenizer_ == nullptr) return std::nullopt;
-  absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text);
+  std::shared_ptr<const ModelCatalog::Entry> entry = FindModel(model);
+  if (entry == nullptr || entry->tokenizer == nullptr) return std::nullopt;
+  if (static_cast<int64_t>(text.size()) > entry->max_prompt_text_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt text of ", text.size(), " bytes exceeds the limit of ",
+        entry->max_prompt_text_bytes, " bytes (",
+        v1::kMaxPromptBytesPerPosition, " bytes per position of model ", model,
+        "'s context)"));
+  }
+  absl::StatusOr<std::vector<int32_t>> ids =
+      entry->tokenizer->Encode(text, /*add_special_tokens=*/true);
   if (!ids.ok()) return ids.status();
   return std::optional<std::vector<int32_t>>(*std::move(ids));
+}
+
+absl::StatusOr<std::shared_ptr<GenerateCall>> RouterService::StartGenerate(
+    const GenerateRequest& request, const std::string& api,
+    GenerateSink* sink) {
+  GenerateCallParams params;
+  params.arrival = absl::Now();
+  params.policy = default_policy_;
+  params.policy_name = std::string(default_policy_->name());
+  params.api = api;
+  absl::StatusOr<std::shared_ptr<GenerateCall>> call =
+      Admit(request, params, sink);
+  if (!call.ok()) {
+    CountRefused(api,
+                 absl::IsResourceExhausted(call.status())
+                     ? "overloaded"
+                     : StatusCodeLabel(call.status().code()),
+                 params.arrival);
+    return call.status();
+  }
+  (*call)->Start();
+  return call;
+}
+
+void RouterService::CountRefused(const std::string& api,
+                                 const std::string& outcome,
+                                 absl::Time arrival) {
+  const std::string policy(default_policy_->name());
+  metrics_->CountRequest(api, policy, "none", outcome);
+  metrics_->ObserveRequestDuration(
+      api, policy, outcome, absl::ToDoubleSeconds(absl::Now() - arrival));
+}
+
+std::vector<std::string> RouterService::ServedModels() {
+  absl::MutexLock lock(&mu_);
+  return models_served_;
 }
 
 void RouterService::RecordServedModels(
@@ -500,8 +566,9 @@ grpc::ServerUnaryReactor* RouterService::Abort(
     grpc::ByteBuffer* response_body) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto request = std::make_shared<radixkv::v1::AbortRequest>();
-  if (absl::Status parsed = process::ParseRawMessage(*body, request.get());
-      !parsed.ok()) {
+  absl::Status parsed = process::ParseRawMessage(*body, request.get());
+  if (parsed.ok()) parsed = Authenticate(context);
+  if (!parsed.ok()) {
     reactor->Finish(process::ToGrpcStatus(parsed));
     return reactor;
   }

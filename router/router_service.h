@@ -27,9 +27,10 @@
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
 #include "radixkv/v1/worker.grpc.pb.h"
+#include "router/api_keys.h"
 #include "router/generate_call.h"
+#include "router/model_catalog.h"
 #include "router/placement_policy.h"
-#include "router/prompt_tokenizer.h"
 #include "router/request_validation.h"
 #include "router/router_metrics.h"
 #include "router/worker_failure_marks.h"
@@ -95,6 +96,10 @@ struct RouterOptions {
   // instead of queueing on a worker. About twice the workers'
   // --max_running_requests keeps one batch running and one waiting.
   int64_t max_in_flight_per_worker = 64;
+  // When set, Generate and Abort need "authorization: Bearer <key>"
+  // metadata with one of these keys (UNAUTHENTICATED otherwise). Must
+  // outlive the service.
+  const ApiKeys* api_keys = nullptr;
   // Text prompts longer than this (bytes) are INVALID_ARGUMENT before they
   // are tokenized: v1::MaxPromptTextBytes of the model's
   // max_position_embeddings (router main reads it from --model_dir's
@@ -117,11 +122,12 @@ using RawCallbackRouterService =
 
 class RouterService final : public RawCallbackRouterService {
  public:
-  // `tokenizer` may be null: text prompts are then forwarded as text and
-  // placed by load only. `metrics` must outlive the service.
-  // INVALID_ARGUMENT for an unknown policy or max_attempts < 1.
+  // `catalog` (may be null) tokenizes text prompts per model; a model it
+  // has no tokenizer for is forwarded as text and placed by load only.
+  // `catalog` and `metrics` must outlive the service. INVALID_ARGUMENT for
+  // an unknown policy or max_attempts < 1.
   static absl::StatusOr<std::unique_ptr<RouterService>> Create(
-      const RouterOptions& options, std::unique_ptr<PromptTokenizer> tokenizer,
+      const RouterOptions& options, const ModelCatalog* catalog,
       RouterMetrics* metrics);
   // Shuts down and waits for every request to end.
   ~RouterService() override;
@@ -143,7 +149,30 @@ class RouterService final : public RawCallbackRouterService {
   // drain timeout passes.
   void Shutdown();
 
+  // Waits up to `timeout` until no request is in flight; true if none is.
+  bool WaitForIdle(absl::Duration timeout);
+
   const RouterOptions& options() const { return options_; }
+
+  // Starts one Generate for a front end other than gRPC (the OpenAI HTTP
+  // API): validation, admission and the whole GenerateCall, with the
+  // default placement policy, no deadline, metrics labelled `api`. `sink`
+  // must outlive the call (its Finish is the last call it gets). Errors (the
+  // sink gets nothing): those of the gRPC path's admission.
+  absl::StatusOr<std::shared_ptr<GenerateCall>> StartGenerate(
+      const radixkv::v1::GenerateRequest& request, const std::string& api,
+      GenerateSink* sink);
+  // Counts a request a front end refused before it became a call (a bad
+  // key, an unparseable body) under `api` and `outcome`.
+  void CountRefused(const std::string& api, const std::string& outcome,
+                    absl::Time arrival);
+  // The models the registered workers serve (the latest Stats), sorted.
+  std::vector<std::string> ServedModels();
+  // When the service started (the `created` time of the models it lists).
+  absl::Time start_time() const { return start_time_; }
+  // The catalog entry of `model` (nullptr: none).
+  std::shared_ptr<const ModelCatalog::Entry> FindModel(
+      const std::string& model) const;
 
  private:
   friend class GenerateCall;
@@ -161,8 +190,7 @@ class RouterService final : public RawCallbackRouterService {
     absl::Time start;
   };
 
-  RouterService(const RouterOptions& options,
-                std::unique_ptr<PromptTokenizer> tokenizer,
+  RouterService(const RouterOptions& options, const ModelCatalog* catalog,
                 RouterMetrics* metrics);
 
   // Validates `request` and registers a GenerateCall for it with `sink`
@@ -184,8 +212,10 @@ class RouterService final : public RawCallbackRouterService {
   // served.
   void ResolveModelAsync(const std::string& requested,
                          std::function<void(absl::StatusOr<std::string>)> done);
-  // The ids of `text` for `model` (nullopt: no tokenizer, forward the
-  // text). INVALID_ARGUMENT when it cannot be encoded.
+  // The ids of `text` for `model`, with the tokenizer's special tokens
+  // (BOS), as the workers encode a text prompt (nullopt: no tokenizer,
+  // forward the text). INVALID_ARGUMENT when it cannot be encoded or is
+  // longer than the model's max_prompt_text_bytes.
   absl::StatusOr<std::optional<std::vector<int32_t>>> Tokenize(
       const std::string& model, const std::string& text) const;
   // Issues the Match (tokens) or Stats (no tokens) of one attempt on `rpc`
@@ -222,6 +252,8 @@ class RouterService final : public RawCallbackRouterService {
   // kModelDiscoveryRetry while nothing is discovered), so that requests
   // do not pay a Stats round trip on their routing path.
   void RefreshDiscoveredModel();
+  // OK when no keys are configured or the call carries a known key.
+  absl::Status Authenticate(const grpc::CallbackServerContext* context) const;
   // The policy named by kPolicyOverrideMetadataKey (when overrides are
   // allowed), else the default; nullptr for an unknown name (its name, at
   // most 64 bytes, in `unknown`).
@@ -231,7 +263,8 @@ class RouterService final : public RawCallbackRouterService {
       const std::string& address);
 
   const RouterOptions options_;
-  const std::unique_ptr<PromptTokenizer> tokenizer_;
+  const ModelCatalog* const catalog_;
+  const absl::Time start_time_ = absl::Now();
   RouterMetrics* const metrics_;
   absl::flat_hash_map<std::string, std::unique_ptr<PlacementPolicy>> policies_;
   PlacementPolicy* default_policy_ = nullptr;

@@ -272,16 +272,48 @@ class FakeCacheService final : public radixkv::v1::CacheService::Service {
 
 std::atomic<int> g_encode_calls{0};
 
-class CharTokenizer : public PromptTokenizer {
+// Token id = byte value, BOS 1.
+class CharTokenizer : public model::Tokenizer {
  public:
   absl::StatusOr<std::vector<int32_t>> Encode(
-      absl::string_view text) const override {
+      absl::string_view text, bool add_special_tokens) const override {
     ++g_encode_calls;
-    std::vector<int32_t> ids = {1};
+    std::vector<int32_t> ids;
+    if (add_special_tokens) ids.push_back(1);
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
     return ids;
   }
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
+                                     bool) const override {
+    std::string s;
+    for (int32_t id : ids) s.push_back(static_cast<char>(id));
+    return s;
+  }
+  int32_t vocab_size() const override { return 256; }
+  std::optional<int32_t> TokenToId(absl::string_view) const override {
+    return std::nullopt;
+  }
+  std::optional<std::string> IdToToken(int32_t) const override {
+    return std::nullopt;
+  }
+  bool IsSpecial(int32_t id) const override { return id == 1; }
 };
+
+// A catalog whose model "demo" (and any name given) uses CharTokenizer.
+std::unique_ptr<ModelCatalog> CharCatalog(
+    const std::vector<std::string>& models = {"demo"}) {
+  auto catalog = std::make_unique<ModelCatalog>(
+      std::vector<std::pair<std::string, std::string>>{}, "");
+  for (const std::string& name : models) {
+    auto entry = std::make_shared<ModelCatalog::Entry>();
+    entry->name = name;
+    entry->tokenizer = std::make_shared<CharTokenizer>();
+    entry->max_position_embeddings = 4096;
+    entry->max_prompt_text_bytes = 4096 * 32;
+    catalog->Add(std::move(entry));
+  }
+  return catalog;
+}
 
 struct StreamResult {
   grpc::Status status;
@@ -301,8 +333,9 @@ class RouterServiceTest : public ::testing::Test {
     options.cache_service_address = cache_.address();
     options.retry_backoff = absl::Milliseconds(1);
     metrics_ = std::make_unique<RouterMetrics>(registry_);
-    auto service = RouterService::Create(
-        options, std::make_unique<CharTokenizer>(), metrics_.get());
+    catalog_ = CharCatalog();
+    auto service =
+        RouterService::Create(options, catalog_.get(), metrics_.get());
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = *std::move(service);
     server_ = StartServer(service_.get(), &port_);
@@ -364,6 +397,7 @@ class RouterServiceTest : public ::testing::Test {
 
   FakeCacheService cache_;
   std::unique_ptr<FakeWorker> a_, b_;
+  std::unique_ptr<ModelCatalog> catalog_;
   prometheus::Registry registry_;
   std::unique_ptr<RouterMetrics> metrics_;
   std::unique_ptr<RouterService> service_;

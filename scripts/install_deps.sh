@@ -45,23 +45,26 @@ TEST_PACKAGES=(
   hipcc
 )
 
-# deploy/'s npm packages (kubernetes-models, yaml) for the manifest checks,
-# from its package-lock.json; skipped when already in step (or when
+# The npm packages of deploy/ (kubernetes-models, yaml: the manifest checks)
+# and tests/openai_sdk/ (the official OpenAI SDK) from their
+# package-lock.json; each skipped when already in step (or when
 # RADIXKV_SKIP_NPM=1, e.g. in image builds).
-install_deploy_npm() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/deploy"
-  [[ "$PROFILE" != test || "${RADIXKV_SKIP_NPM:-0}" == 1 ||
-     ! -f "$dir/package-lock.json" ]] && return 0
-  if ! command -v npm >/dev/null; then
-    ${SUDO:-} apt-get install -y -q --no-install-recommends npm
-  fi
-  if [[ -f "$dir/node_modules/.package-lock.json" &&
-        "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]]; then
-    return 0
-  fi
-  echo "install_deps: npm ci in deploy/"
-  (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
+install_npm_packages() {
+  local root dir
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  [[ "$PROFILE" != test || "${RADIXKV_SKIP_NPM:-0}" == 1 ]] && return 0
+  for dir in "$root/deploy" "$root/tests/openai_sdk"; do
+    [[ -f "$dir/package-lock.json" ]] || continue
+    if ! command -v npm >/dev/null; then
+      ${SUDO:-} apt-get install -y -q --no-install-recommends npm
+    fi
+    if [[ -f "$dir/node_modules/.package-lock.json" &&
+          "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]]; then
+      continue
+    fi
+    echo "install_deps: npm ci in ${dir#$root/}/"
+    (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
+  done
 }
 
 if [[ "$PROFILE" == test ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
@@ -78,7 +81,7 @@ if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 
 if ((${#missing[@]} == 0)); then
   echo "install_deps: all ${#PACKAGES[@]} packages present"
-  install_deploy_npm
+  install_npm_packages
   exit 0
 fi
 
@@ -86,4 +89,4 @@ echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-install_deploy_npm
+install_npm_packages

@@ -62,9 +62,9 @@ OpenAiError ToOpenAiError(const absl::Status& status) {
 
 std::string ErrorBody(const OpenAiError& e) {
   nlohmann::ordered_json error = {{"message", e.message},
-                          {"type", e.type},
-                          {"param", nullptr},
-                          {"code", nullptr}};
+                                  {"type", e.type},
+                                  {"param", nullptr},
+                                  {"code", nullptr}};
   if (!e.param.empty()) error["param"] = e.param;
   if (!e.code.empty()) error["code"] = e.code;
   // Invalid UTF-8 in a message (an echoed byte of a bad request) must not

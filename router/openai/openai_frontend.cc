@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "proto/generate_request_checks.h"
+#include "router/openai/chat_prompt.h"
 #include "router/openai/openai_error.h"
 #include "router/openai/openai_responder.h"
 
@@ -25,30 +26,28 @@ std::string Dump(const Json& j) {
 absl::StatusOr<Json> ParseBody(const std::string& body) {
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(
-        "the request body must be a JSON object");
+    return absl::InvalidArgumentError("the request body must be a JSON object");
   }
   return j;
 }
 
 // The model entry of `model`; NOT_FOUND naming it when the router cannot
 // tokenize for it.
-absl::StatusOr<const ModelCatalog::Entry*> FindModel(
-    const ModelCatalog& catalog, const std::string& model) {
-  const ModelCatalog::Entry* entry = catalog.Find(model);
+absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> FindModel(
+    const RouterService& router, const std::string& model) {
+  if (model.empty()) return BadParam("model", "model is required");
+  std::shared_ptr<const ModelCatalog::Entry> entry = router.FindModel(model);
   if (entry == nullptr || entry->tokenizer == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("model '", model, "' has no tokenizer on this router"));
+    return absl::NotFoundError(absl::StrCat(
+        "model '", model.substr(0, 256), "' has no tokenizer on this router"));
   }
   return entry;
 }
 
 }  // namespace
 
-OpenAiFrontend::OpenAiFrontend(RouterService* router,
-                               const ModelCatalog* catalog,
-                               const ApiKeys* keys)
-    : router_(router), catalog_(catalog), keys_(keys) {}
+OpenAiFrontend::OpenAiFrontend(RouterService* router, const ApiKeys* keys)
+    : router_(router), keys_(keys) {}
 
 void OpenAiFrontend::ReplyError(const std::shared_ptr<HttpExchange>& exchange,
                                 const absl::Status& status,
@@ -62,9 +61,9 @@ void OpenAiFrontend::Handle(std::shared_ptr<HttpExchange> exchange) {
   const absl::Time arrival = absl::Now();
   const std::string& path = exchange->path();
   if (path == "/health") {
-    exchange->Reply(serving_ ? 200 : 503, kJson,
-                    serving_ ? R"({"status":"ok"})"
-                             : R"({"status":"draining"})");
+    exchange->Reply(
+        serving_ ? 200 : 503, kJson,
+        serving_ ? R"({"status":"ok"})" : R"({"status":"draining"})");
     return;
   }
   const bool get = exchange->method() == "GET";
@@ -85,11 +84,11 @@ void OpenAiFrontend::Handle(std::shared_ptr<HttpExchange> exchange) {
     }
   }
   if ((path == "/v1/models") != get || (path != "/v1/models") != post) {
-    exchange->Reply(405, kJson,
-                    ErrorBody({405,
-                               absl::StrCat(exchange->method(),
-                                            " is not allowed on ", path),
-                               "invalid_request_error", "", ""}));
+    exchange->Reply(
+        405, kJson,
+        ErrorBody(
+            {405, absl::StrCat(exchange->method(), " is not allowed on ", path),
+             "invalid_request_error", "", ""}));
     return;
   }
   if (path == "/v1/models") {
@@ -108,8 +107,8 @@ void OpenAiFrontend::Handle(std::shared_ptr<HttpExchange> exchange) {
 }
 
 absl::Status OpenAiFrontend::PrepareChat(OpenAiRequest* r) const {
-  absl::StatusOr<const ModelCatalog::Entry*> entry =
-      FindModel(*catalog_, r->model);
+  absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> entry =
+      FindModel(*router_, r->model);
   if (!entry.ok()) return entry.status();
   absl::StatusOr<std::vector<int32_t>> ids = RenderChatTokens(**entry, *r);
   if (!ids.ok()) return ids.status();
@@ -132,9 +131,8 @@ void OpenAiFrontend::HandleCompletion(std::shared_ptr<HttpExchange> exchange,
                                       Endpoint endpoint) {
   const absl::Time arrival = absl::Now();
   if (!serving_) {
-    return ReplyError(exchange,
-                      absl::UnavailableError("the router is draining"),
-                      arrival);
+    return ReplyError(
+        exchange, absl::UnavailableError("the router is draining"), arrival);
   }
   absl::StatusOr<OpenAiRequest> parsed =
       endpoint == Endpoint::kChat ? ParseChatRequest(exchange->body())
@@ -187,8 +185,8 @@ void OpenAiFrontend::HandleTokenize(
   absl::StatusOr<Json> j = ParseBody(exchange->body());
   if (!j.ok()) return ReplyError(exchange, j.status(), arrival);
   const std::string model = j->value("model", "");
-  absl::StatusOr<const ModelCatalog::Entry*> entry =
-      FindModel(*catalog_, model);
+  absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> entry =
+      FindModel(*router_, model);
   if (!entry.ok()) return ReplyError(exchange, entry.status(), arrival);
   absl::StatusOr<std::vector<int32_t>> ids;
   if (j->contains("messages")) {
@@ -214,16 +212,17 @@ void OpenAiFrontend::HandleTokenize(
     ids = (*entry)->tokenizer->Encode(prompt->get<std::string>(), add_special);
   } else {
     return ReplyError(exchange,
-                      BadParam("prompt", "prompt (a string) or messages is "
-                                         "required"),
+                      BadParam("prompt",
+                               "prompt (a string) or messages is "
+                               "required"),
                       arrival);
   }
   if (!ids.ok()) return ReplyError(exchange, ids.status(), arrival);
-  exchange->Reply(200, kJson,
-                  Dump(Json{{"count", ids->size()},
-                            {"max_model_len",
-                             (*entry)->max_position_embeddings},
-                            {"tokens", *ids}}));
+  exchange->Reply(
+      200, kJson,
+      Dump(Json{{"count", ids->size()},
+                {"max_model_len", (*entry)->max_position_embeddings},
+                {"tokens", *ids}}));
 }
 
 void OpenAiFrontend::HandleDetokenize(
@@ -231,8 +230,8 @@ void OpenAiFrontend::HandleDetokenize(
   const absl::Time arrival = absl::Now();
   absl::StatusOr<Json> j = ParseBody(exchange->body());
   if (!j.ok()) return ReplyError(exchange, j.status(), arrival);
-  absl::StatusOr<const ModelCatalog::Entry*> entry =
-      FindModel(*catalog_, j->value("model", ""));
+  absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> entry =
+      FindModel(*router_, j->value("model", ""));
   if (!entry.ok()) return ReplyError(exchange, entry.status(), arrival);
   auto tokens = j->find("tokens");
   std::vector<int32_t> ids;
@@ -245,9 +244,9 @@ void OpenAiFrontend::HandleDetokenize(
         t.get<int64_t>() >= (*entry)->tokenizer->vocab_size()) {
       return ReplyError(
           exchange,
-          BadParam("tokens", absl::StrCat("token ids must be in [0, ",
-                                          (*entry)->tokenizer->vocab_size(),
-                                          ")")),
+          BadParam("tokens",
+                   absl::StrCat("token ids must be in [0, ",
+                                (*entry)->tokenizer->vocab_size(), ")")),
           arrival);
     }
     ids.push_back(t.get<int32_t>());

@@ -17,19 +17,19 @@
 #include <string>
 
 #include "process/http_server.h"
+#include "router/api_keys.h"
 #include "router/model_catalog.h"
-#include "router/openai/api_keys.h"
 #include "router/openai/openai_request.h"
+#include "router/openai/openai_response.h"
 #include "router/router_service.h"
 
 namespace radixkv::router::openai {
 
 class OpenAiFrontend {
  public:
-  // `router`, `catalog` and `keys` (null: no key needed) must outlive the
-  // frontend and every request it started.
-  OpenAiFrontend(RouterService* router, const ModelCatalog* catalog,
-                 const ApiKeys* keys);
+  // `router` and `keys` (null: no key needed) must outlive the frontend
+  // and every request it started.
+  OpenAiFrontend(RouterService* router, const ApiKeys* keys);
 
   // The process::HttpServer handler.
   void Handle(std::shared_ptr<process::HttpExchange> exchange);
@@ -41,8 +41,7 @@ class OpenAiFrontend {
   void HandleCompletion(std::shared_ptr<process::HttpExchange> exchange,
                         Endpoint endpoint);
   void HandleTokenize(const std::shared_ptr<process::HttpExchange>& exchange);
-  void HandleDetokenize(
-      const std::shared_ptr<process::HttpExchange>& exchange);
+  void HandleDetokenize(const std::shared_ptr<process::HttpExchange>& exchange);
   // The chat prompt of `request` as token ids, with max_new_tokens filled
   // in when the request left it out (the rest of the model's context).
   absl::Status PrepareChat(OpenAiRequest* request) const;
@@ -51,7 +50,6 @@ class OpenAiFrontend {
                   const absl::Status& status, absl::Time arrival) const;
 
   RouterService* const router_;
-  const ModelCatalog* const catalog_;
   const ApiKeys* const keys_;
   std::atomic<bool> serving_{true};
 };

@@ -37,6 +37,8 @@ OpenAiResponder::OpenAiResponder(
   }
 }
 
+OpenAiResponder::~OpenAiResponder() = default;
+
 GenerateSink* OpenAiResponder::sink(int index) { return sinks_[index].get(); }
 
 void OpenAiResponder::SetCall(int index, std::shared_ptr<GenerateCall> call) {
@@ -77,9 +79,9 @@ std::string OpenAiResponder::EventsOf(
     c.role_sent = true;
   }
   if (!chunk.text().empty() || finish.has_value() || !chat) {
-    absl::StrAppend(&events, ChunkEvent(header_, index, chunk.text(),
-                                        /*first=*/false, finish,
-                                        include_usage_));
+    absl::StrAppend(&events,
+                    ChunkEvent(header_, index, chunk.text(),
+                               /*first=*/false, finish, include_usage_));
   }
   return events;
 }
@@ -125,7 +127,8 @@ void OpenAiResponder::OnChoiceDone(int index, const absl::Status& status) {
       error_ = status;
       // The request has failed: the other choices stop.
       for (ChoiceState& other : choices_) {
-        if (!other.done && other.call != nullptr) to_abort.push_back(other.call);
+        if (!other.done && other.call != nullptr)
+          to_abort.push_back(other.call);
       }
     }
     if (done_ == static_cast<int>(choices_.size())) {

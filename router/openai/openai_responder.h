@@ -27,6 +27,7 @@ class OpenAiResponder : public std::enable_shared_from_this<OpenAiResponder> {
   OpenAiResponder(std::shared_ptr<process::HttpExchange> exchange,
                   ResponseHeader header, int num_choices, bool stream,
                   bool include_usage);
+  ~OpenAiResponder();
 
   // The sink of choice `index` (valid while the responder lives; the
   // GenerateCall of that choice holds the responder through it).

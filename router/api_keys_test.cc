@@ -1,4 +1,4 @@
-#include "router/openai/api_keys.h"
+#include "router/api_keys.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace radixkv::router::openai {
+namespace radixkv::router {
 namespace {
 
 std::string WriteFile(const std::string& name, const std::string& text) {
@@ -53,4 +53,4 @@ TEST(ApiKeysTest, MalformedFilesAreRefusedWithoutEchoingKeys) {
 }
 
 }  // namespace
-}  // namespace radixkv::router::openai
+}  // namespace radixkv::router

@@ -1,4 +1,4 @@
-#include "router/openai/api_keys.h"
+#include "router/api_keys.h"
 
 #include <fstream>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
-namespace radixkv::router::openai {
+namespace radixkv::router {
 namespace {
 
 // Equal when `a` == `b`; the time depends on the lengths only.
@@ -100,4 +100,4 @@ size_t ApiKeys::size() const {
   return keys_.size();
 }
 
-}  // namespace radixkv::router::openai
+}  // namespace radixkv::router

@@ -2,8 +2,8 @@
 // per line (blank lines and lines starting with '#' are skipped; a
 // Kubernetes Secret mounted as a file fits). Keys are compared in constant
 // time and never appear in a message, a log line or a metric.
-#ifndef RADIXKV_ROUTER_OPENAI_API_KEYS_H_
-#define RADIXKV_ROUTER_OPENAI_API_KEYS_H_
+#ifndef RADIXKV_ROUTER_API_KEYS_H_
+#define RADIXKV_ROUTER_API_KEYS_H_
 
 #include <memory>
 #include <string>
@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
-namespace radixkv::router::openai {
+namespace radixkv::router {
 
 // Longest key and most keys a file may hold.
 inline constexpr size_t kMaxApiKeyBytes = 512;
@@ -50,6 +50,6 @@ class ApiKeys {
   std::vector<std::string> keys_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace radixkv::router::openai
+}  // namespace radixkv::router
 
-#endif  // RADIXKV_ROUTER_OPENAI_API_KEYS_H_
+#endif  // RADIXKV_ROUTER_API_KEYS_H_

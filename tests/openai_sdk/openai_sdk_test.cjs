@@ -1,0 +1,253 @@
+// radixkv's OpenAI-compatible HTTP API driven by the official OpenAI SDK for
+// Node.js (npm package `openai`) against a live local cluster (cache
+// service, two CPU workers with the embedded demo model, router with API
+// keys): completions and chat, streamed and not, a second chat turn that
+// reuses the first one's KV (usage.prompt_tokens_details.cached_tokens),
+// stop strings, max_tokens, an aborted stream that leaves no lease, every
+// error class with its status code, keys required and refused.
+//
+// Environment: RADIXKV_LOCAL_CLUSTER (the launcher binary), NODE_PATH (the
+// npm packages of tests/openai_sdk/package.json).
+'use strict';
+
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const test = require('node:test');
+
+const openaiModule = require('openai');
+const OpenAI = openaiModule.default || openaiModule.OpenAI || openaiModule;
+
+const MODEL = 'radixkv-demo-llama';
+const KEY = 'sk-radixkv-test-' + process.pid;
+
+let cluster;   // the launcher process
+let addr = {}; // addresses from the ready file
+let client;    // the SDK with the right key
+
+function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
+
+async function startCluster() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'radixkv-openai-'));
+  const keys = path.join(dir, 'keys');
+  fs.writeFileSync(keys, '# keys of the test\nsk-other\n' + KEY + '\n');
+  const ready = path.join(dir, 'ready');
+  cluster = spawn(process.env.RADIXKV_LOCAL_CLUSTER, [
+    '--serve', '--ready_file=' + ready, '--run_dir=' + path.join(dir, 'run'),
+    '--process_metrics', '--kv_capacity_tokens=1536',
+    '--router_args=--api_keys_file=' + keys,
+  ], { stdio: ['ignore', 'inherit', 'inherit'] });
+  for (let i = 0; i < 1200 && !fs.existsSync(ready); ++i) {
+    if (cluster.exitCode !== null) throw new Error('local_cluster exited');
+    await sleep(100);
+  }
+  const lines = fs.readFileSync(ready, 'utf8').split('\n');
+  addr = { router: lines[0], http: lines[2], routerMetrics: lines[3],
+           cacheMetrics: lines[4] };
+  client = new OpenAI({ apiKey: KEY, baseURL: `http://${addr.http}/v1`,
+                        maxRetries: 0, timeout: 60000 });
+}
+
+// One value of a Prometheus text exposition, summed over label sets whose
+// labels contain every `filter` substring.
+async function metric(address, name, filter = []) {
+  const text = await (await fetch(`http://${address}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{') && !line.startsWith(name + ' ')) continue;
+    if (!filter.every((f) => line.includes(f))) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+// Waits until every lease is released and the router has nothing in flight.
+async function assertNothingHeld() {
+  let leases = -1, inFlight = -1;
+  for (let i = 0; i < 100; ++i) {
+    leases = await metric(addr.cacheMetrics, 'radixkv_cache_active_leases');
+    inFlight = await metric(addr.routerMetrics,
+                            'radixkv_router_in_flight_requests');
+    if (leases === 0 && inFlight === 0) return;
+    await sleep(100);
+  }
+  assert.fail(`still held: ${leases} leases, ${inFlight} requests in flight`);
+}
+
+test.before(startCluster);
+test.after(async () => {
+  if (cluster && cluster.exitCode === null) {
+    cluster.kill('SIGTERM');
+    await new Promise((r) => cluster.once('exit', r));
+  }
+});
+
+test('models lists the served model', async () => {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
+  assert.equal(models.data[0].object, 'model');
+});
+
+test('completion: text, finish_reason length, usage', async () => {
+  const r = await client.completions.create({
+    model: MODEL, prompt: 'The license grants you', max_tokens: 8,
+    temperature: 0,
+  });
+  assert.match(r.id, /^cmpl-[0-9a-f]{32}$/);
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.model, MODEL);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].index, 0);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.ok(r.choices[0].text.length > 0);
+  assert.equal(r.usage.completion_tokens, 8);
+  assert.equal(r.usage.total_tokens,
+               r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+});
+
+test('completion stream equals the completion, usage chunk last', async () => {
+  const params = { model: MODEL, prompt: 'Redistribution and use in source',
+                   max_tokens: 10, temperature: 0 };
+  const whole = await client.completions.create(params);
+  const stream = await client.completions.create({
+    ...params, stream: true, stream_options: { include_usage: true } });
+  let text = '', finish = null, usage = null, chunks = 0;
+  for await (const chunk of stream) {
+    ++chunks;
+    assert.equal(chunk.object, 'text_completion');
+    if (chunk.choices.length > 0) {
+      text += chunk.choices[0].text;
+      if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+      assert.equal(chunk.usage, null);
+    } else {
+      usage = chunk.usage;
+    }
+  }
+  assert.ok(chunks >= 3);
+  assert.equal(text, whole.choices[0].text);
+  assert.equal(finish, 'length');
+  assert.equal(usage.completion_tokens, 10);
+  // The second request found the first one's prompt in the cache.
+  assert.ok(usage.prompt_tokens_details.cached_tokens > 0, usage);
+});
+
+test('a list of prompts gives one choice per prompt', async () => {
+  const r = await client.completions.create({
+    model: MODEL, prompt: ['Copyright', [1, 377, 419]], max_tokens: 3,
+    temperature: 0 });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  assert.equal(r.usage.completion_tokens, 6);
+});
+
+test('stop strings end the text before the stop', async () => {
+  const probe = await client.completions.create({
+    model: MODEL, prompt: 'The license grants you', max_tokens: 12,
+    temperature: 0 });
+  const text = probe.choices[0].text;
+  // A stop string that occurs after the first characters of the output.
+  const stop = text.trim().split(/\s+/)[1];
+  assert.ok(stop, text);
+  const r = await client.completions.create({
+    model: MODEL, prompt: 'The license grants you', max_tokens: 12,
+    temperature: 0, stop: [stop] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].text, text.slice(0, text.indexOf(stop)));
+});
+
+test('chat: a second turn reuses the first one\'s KV', async () => {
+  const first = [{ role: 'system', content: 'You explain software licenses.' },
+                 { role: 'user', content: 'What does the GPL require?' }];
+  const a = await client.chat.completions.create({
+    model: MODEL, messages: first, max_tokens: 16, temperature: 0 });
+  assert.match(a.id, /^chatcmpl-/);
+  assert.equal(a.object, 'chat.completion');
+  assert.equal(a.choices[0].message.role, 'assistant');
+  const answer = a.choices[0].message.content;
+  const b = await client.chat.completions.create({
+    model: MODEL, max_tokens: 4, temperature: 0,
+    messages: [...first, { role: 'assistant', content: answer },
+               { role: 'user', content: 'And the MIT license?' }] });
+  // The whole first prompt is a prefix of the second.
+  assert.ok(b.usage.prompt_tokens_details.cached_tokens >=
+                a.usage.prompt_tokens - 1,
+            JSON.stringify([a.usage, b.usage]));
+});
+
+test('chat stream: role first, content deltas, finish last', async () => {
+  const stream = await client.chat.completions.create({
+    model: MODEL, stream: true, max_tokens: 6, temperature: 0,
+    messages: [{ role: 'user', content: 'Name a license.' }] });
+  const deltas = [];
+  let finish = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    deltas.push(chunk.choices[0].delta);
+    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.equal(deltas[0].role, 'assistant');
+  assert.ok(['length', 'stop'].includes(finish), finish);
+});
+
+test('an aborted stream leaves no lease and nothing in flight', async () => {
+  const controller = new AbortController();
+  const stream = await client.completions.create({
+    model: MODEL, prompt: 'The license grants you', max_tokens: 1500,
+    temperature: 0, ignore_eos: true, stream: true },
+    { signal: controller.signal });
+  let chunks = 0;
+  // The SDK ends an aborted stream's iteration without an error.
+  for await (const _ of stream) {
+    if (++chunks === 3) controller.abort();
+  }
+  assert.ok(chunks < 100, `${chunks} chunks after the abort`);
+  await assertNothingHeld();
+  assert.ok(await metric(addr.routerMetrics, 'radixkv_router_requests_total',
+                         ['api="openai"', 'outcome="client_cancelled"']) >= 1);
+});
+
+test('errors: status codes and OpenAI error objects', async () => {
+  // 400 naming the parameter.
+  await assert.rejects(
+    client.completions.create({ model: MODEL, prompt: 'x', top_p: 5 }),
+    (e) => e.status === 400 && e.param === 'top_p' &&
+           e.type === 'invalid_request_error');
+  await assert.rejects(
+    client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'x' }],
+      tools: [{ type: 'function', function: { name: 'f' } }] }),
+    (e) => e.status === 400 && e.param === 'tools');
+  await assert.rejects(
+    client.completions.create({ model: MODEL, prompt: 'x', n: 2 }),
+    (e) => e.status === 400 && e.param === 'n');
+  // 404: a model nobody serves.
+  await assert.rejects(
+    client.completions.create({ model: 'no-such-model', prompt: 'x' }),
+    (e) => e.status === 404 && e.code === 'model_not_found');
+  // 429: a prompt + max_tokens that no worker's KV pool can hold.
+  await assert.rejects(
+    client.completions.create({ model: MODEL, prompt: 'license '.repeat(300),
+                                max_tokens: 1200 }),
+    (e) => e.status === 429);
+  await assertNothingHeld();
+});
+
+test('keys: required, wrong ones refused, /health open', async () => {
+  const wrong = new OpenAI({ apiKey: 'sk-wrong', baseURL: `http://${addr.http}/v1`,
+                             maxRetries: 0 });
+  await assert.rejects(wrong.models.list(),
+                       (e) => e.status === 401 && e.code === 'invalid_api_key');
+  const none = await fetch(`http://${addr.http}/v1/models`);
+  assert.equal(none.status, 401);
+  const body = await none.json();
+  assert.equal(body.error.code, 'invalid_api_key');
+  assert.ok(!JSON.stringify(body).includes(KEY));
+  const health = await fetch(`http://${addr.http}/health`);
+  assert.equal(health.status, 200);
+  // The other key of the file works too.
+  const other = new OpenAI({ apiKey: 'sk-other', baseURL: `http://${addr.http}/v1`,
+                             maxRetries: 0 });
+  assert.equal((await other.models.list()).data.length, 1);
+});
