@@ -290,6 +290,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const LocalClusterOptions& o = c->options_;
   const int num_ports =
       5 + o.num_workers + (o.process_metrics ? 1 + o.num_workers : 0);
+  // Fixed offsets: redis, cache service, router, router metrics, router
+  // HTTP API, then the workers, then the optional /metrics ports.
   const std::vector<int> free_ports =
       o.base_port == 0 ? PickFreePorts(num_ports) : std::vector<int>();
   auto port = [&](int offset) {
@@ -299,14 +301,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   c->cache_port_ = port(1);
   c->router_port_ = port(2);
   c->router_metrics_port_ = port(3);
+  c->router_http_port_ = port(4);
   for (int i = 0; i < o.num_workers; ++i)
-    c->worker_ports_.push_back(port(4 + i));
+    c->worker_ports_.push_back(port(5 + i));
   if (o.process_metrics) {
-    c->cache_metrics_port_ = port(4 + o.num_workers);
+    c->cache_metrics_port_ = port(5 + o.num_workers);
     for (int i = 0; i < o.num_workers; ++i)
-      c->worker_metrics_ports_.push_back(port(5 + o.num_workers + i));
+      c->worker_metrics_ports_.push_back(port(6 + o.num_workers + i));
   }
-  c->router_http_port_ = port(num_ports - 1);
   if (o.base_port != 0) {
     // Fixed ports: refuse to start when one is taken (typically a cluster
     // already running on this --base_port) instead of half-starting next to

@@ -132,10 +132,9 @@ struct LocalClusterOptions {
   int num_workers = 2;
   // Ports: 0 = free ports picked at start. Otherwise consecutive from
   // base_port: redis (+0), cache service (+1), router (+2), router metrics
-  // (+3), workers (+4 .. +3+N); with process_metrics also cache service
-  // metrics (+4+N) and worker metrics (+5+N .. +4+2N), N = num_workers;
-  // last, the router's OpenAI HTTP API (+4+N, or +5+2N with
-  // process_metrics).
+  // (+3), router OpenAI HTTP API (+4), workers (+5 .. +4+N); with
+  // process_metrics also cache service metrics (+5+N) and worker metrics
+  // (+6+N .. +5+2N), N = num_workers.
   int base_port = 0;
   // true: the cache service and every worker serve /metrics too (see
   // cache_service_metrics_address(), worker_metrics_address()); false: they

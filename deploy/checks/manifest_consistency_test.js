@@ -340,6 +340,16 @@ function checkRadixkvContainer(ctx, c, proc) {
   const metricsPort = Number(effective.metrics_port);
   check(resolvePort(c, 'grpc') === grpcPort, `${where}: containerPort "grpc" ${resolvePort(c, 'grpc')} != --grpc_port ${grpcPort}`);
   check(resolvePort(c, 'metrics') === metricsPort, `${where}: containerPort "metrics" ${resolvePort(c, 'metrics')} != --metrics_port ${metricsPort}`);
+  if (Number(effective.http_port || 0) > 0) {
+    check(resolvePort(c, 'http') === Number(effective.http_port),
+      `${where}: containerPort "http" ${resolvePort(c, 'http')} != --http_port ${effective.http_port}`);
+  }
+  if (effective.api_keys_file) {
+    const mounted = (c.volumeMounts || []).some(
+      (m) => effective.api_keys_file.startsWith(m.mountPath + '/') &&
+             (podSpec.volumes || []).some((v) => v.name === m.name && v.secret));
+    check(mounted, `${where}: --api_keys_file=${effective.api_keys_file} is not in a mounted Secret`);
+  }
   check(effective.bind_address === '0.0.0.0', `${where}: --bind_address=${effective.bind_address} is not reachable from other pods`);
   for (const probeName of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
     const probe = c[probeName];
@@ -555,9 +565,9 @@ function checkOverlay(overlay) {
       const where = `${overlay}: Service ${svc.metadata.name} port ${p.name}`;
       check(target === p.port, `${where}: port ${p.port} -> container port ${target}`);
       if (flags) {
-        const flag = { grpc: 'grpc_port', metrics: 'metrics_port' }[p.name];
+        const flag = { grpc: 'grpc_port', http: 'http_port', metrics: 'metrics_port' }[p.name];
         check(flag !== undefined && Number(flags[flag]) === p.port,
-          `${where}: ${p.port} matches no listening flag of ${w.metadata.name} (grpc_port ${flags.grpc_port}, metrics_port ${flags.metrics_port})`);
+          `${where}: ${p.port} matches no listening flag of ${w.metadata.name} (grpc_port ${flags.grpc_port}, http_port ${flags.http_port}, metrics_port ${flags.metrics_port})`);
       }
     }
   }

@@ -121,7 +121,7 @@ until curl -sf "http://127.0.0.1:$cache_metrics/metrics" | grep -q "radixkv_cach
   ((SECONDS < deadline)) || { echo "FAIL: workers did not register"; exit 1; }
   sleep 0.2
 done
-grep -q "text prompts tokenized with" "$work/router.log" ||
+grep -q "tokenizer and chat template from" "$work/router.log" ||
   { echo "FAIL: the router did not load the tokenizer plug-in"; exit 1; }
 echo "cluster up: cache service, $w0, $w1, router (tokenizer plug-in from RADIXKV_SENTENCEPIECE_PLUGIN)"
 
