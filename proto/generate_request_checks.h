@@ -4,7 +4,8 @@
 // the worker checks them again on arrival (it is also called directly).
 // Limits that depend on the model or the worker's flags (vocab_size for
 // top_k and token ids, max_position_embeddings, the worker's max_new_tokens
-// limit, the model name) stay with the worker (worker/scheduler.cc).
+// limit, the model name) stay with the worker
+// (worker/generate_request_parser.cc).
 #ifndef RADIXKV_PROTO_GENERATE_REQUEST_CHECKS_H_
 #define RADIXKV_PROTO_GENERATE_REQUEST_CHECKS_H_
 

@@ -68,6 +68,25 @@ int64_t EpochOf(const v1::StatsResponse& stats, const std::string& id) {
   return -1;
 }
 
+// Acquires every page of `worker`'s pool but kFreePages under its id and
+// epoch (the test's own lease, not renewed by the worker's heartbeats);
+// returns the lease id (0 after a failed assertion).
+uint64_t HoldPool(v1::CacheService::Stub* cache,
+                  const v1::WorkerCacheStats& worker) {
+  v1::AcquireRequest hold;
+  hold.set_worker_id(worker.worker_id());
+  hold.set_epoch(worker.epoch());
+  hold.set_model(worker.model());
+  for (int i = 0; i < 2 * kPageSize; ++i) hold.add_tokens(7);
+  hold.set_reserve_tokens(kCapacity - (2 + kFreePages) * kPageSize);
+  hold.set_request_id("overload-test-hold");
+  v1::AcquireResponse held;
+  grpc::ClientContext context;
+  grpc::Status status = cache->Acquire(&context, hold, &held);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return held.lease_id();
+}
+
 TEST(WorkerOverloadTest, BurstOverTheWaitingBoundIsRefusedExactly) {
   router::LocalClusterOptions options = TestClusterOptions("worker_overload");
   options.num_workers = 1;
@@ -91,19 +110,8 @@ TEST(WorkerOverloadTest, BurstOverTheWaitingBoundIsRefusedExactly) {
   ASSERT_EQ(before.workers(0).free_slots(), kCapacity);
 
   // Hold every page but kFreePages: no burst request can be admitted.
-  v1::AcquireRequest hold;
-  hold.set_worker_id(worker_id);
-  hold.set_epoch(epoch);
-  hold.set_model(before.workers(0).model());
-  for (int i = 0; i < 2 * kPageSize; ++i) hold.add_tokens(7);
-  hold.set_reserve_tokens(kCapacity - (2 + kFreePages) * kPageSize);
-  hold.set_request_id("overload-test-hold");
-  v1::AcquireResponse held;
-  {
-    grpc::ClientContext context;
-    ASSERT_TRUE(cache->Acquire(&context, hold, &held).ok());
-  }
-
+  const uint64_t held = HoldPool(cache.get(), before.workers(0));
+  ASSERT_NE(held, 0u);
   const int64_t steps_before = WorkerStats(cluster.worker_address(0)).steps();
   std::vector<v1::GenerateRequest> requests;
   for (int i = 0; i < kBurst; ++i) requests.push_back(BurstRequest(i));
@@ -157,7 +165,7 @@ TEST(WorkerOverloadTest, BurstOverTheWaitingBoundIsRefusedExactly) {
   // Released, the pool serves every accepted request.
   {
     v1::ReleaseRequest release;
-    release.set_lease_id(held.lease_id());
+    release.set_lease_id(held);
     v1::ReleaseResponse released;
     grpc::ClientContext context;
     ASSERT_TRUE(cache->Release(&context, release, &released).ok());

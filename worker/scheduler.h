@@ -27,7 +27,12 @@
 //      samples: on the device for the GPU backend), streams
 //      token/text deltas, and on finish (EOS, stop id/string,
 //      max_new_tokens) commits the lease so the tokens enter the radix tree.
-// A heartbeat thread reports load to the cache service and renews leases.
+// A heartbeat thread (CacheSession) reports load to the cache service and
+// renews leases. The pieces: request checks (generate_request_parser.h),
+// the waiting queue (waiting_queue.h), lease decisions and updates
+// (lease_maintenance.h), the forward batch (batch_builder.h), finish
+// reasons and text (output_processor.h), the session with the cache service
+// (cache_session.h); the scheduler orchestrates them.
 //
 // Threading: Submit/Abort/Stats are thread-safe and may be called from gRPC
 // handler threads; results flow back through each request's RequestStream.
@@ -49,20 +54,19 @@
 #include "absl/time/time.h"
 #include "radixkv/v1/common.pb.h"
 #include "radixkv/v1/worker.pb.h"
+#include "worker/batch_builder.h"
 #include "worker/cache_client.h"
+#include "worker/cache_session.h"
+#include "worker/generate_request_parser.h"
 #include "worker/model/tokenizer.h"
 #include "worker/model_executor.h"
+#include "worker/output_processor.h"
 #include "worker/request_stream.h"
 #include "worker/waiting_queue.h"
 
 namespace radixkv::worker {
 
 class WorkerMetrics;
-
-// A duration for logs, rounded to milliseconds (to microseconds below one
-// millisecond): "3.333s", "250ms", "2m30s", "12us", "inf". absl's
-// FormatDuration alone prints every nanosecond ("3.33333333325s").
-std::string FormatDurationForLog(absl::Duration d);
 
 // Configuration of a Scheduler. Token counts in tokens, slot counts in slots.
 struct SchedulerOptions {
@@ -188,18 +192,26 @@ class Scheduler {
             KvCacheClient* cache, const Tokenizer* tokenizer,
             WorkerMetrics* metrics);
 
-  // Registers (or re-registers with a fresh epoch). Thread: heartbeat or
-  // constructor.
-  absl::Status RegisterWithService(bool fresh_epoch);
   void SchedulerLoop();
-  void HeartbeatLoop();
-  void SendHeartbeat();
+
+  // Submit parts.
+  std::unique_ptr<Sequence> NewSequence(ParsedGenerateRequest parsed) const;
+  // Checks the worker's state and the bounds, names and queues `seq`.
+  absl::StatusOr<std::shared_ptr<RequestStream>> Enqueue(
+      std::unique_ptr<Sequence> seq, std::string id);
 
   // Step parts (scheduler thread only).
   void TakeInbox();
   void ApplyAborts();
+  // Ends an aborted request: CANCELLED, or UNAVAILABLE "worker <id> is
+  // shutting down" for the drain deadline (`shutdown`).
+  void EndAborted(Sequence* seq, bool shutdown);
   void ApplyLostLeases();
   void Admit(int32_t* prefill_budget);
+  // The status a failed Acquire ends its request with.
+  absl::Status AcquireFailure(const absl::Status& rpc);
+  // Bookkeeping of a sequence whose Acquire succeeded.
+  void OnAdmitted(Sequence* seq, int32_t* prefill_budget);
   // Inserts one completed prefill into the tree with a keep_lease Commit and
   // applies the remapped table. Returns true if an RPC was made.
   bool CommitCompletedPrefill();
@@ -210,8 +222,17 @@ class Scheduler {
   bool GrowOne();
   void Preempt(Sequence* victim);
   bool RunBatch(int32_t prefill_budget);
+  // Applies a forward's sampled tokens: sequences advance, tokens stream,
+  // finished ones end. Returns the tokens generated.
+  int64_t ProcessOutputs(const BatchPlan& plan,
+                         absl::Span<const SequenceSampling> sampling,
+                         absl::Span<const int32_t> token_ids);
+  void ObserveTokenLatency(Sequence* seq, absl::Time now);
   void Finish(Sequence* seq, v1::FinishReason reason);
   void Fail(Sequence* seq, absl::Status status);
+  // Ends a request without a token (its lease released): the final event
+  // with `status`; ABORT counts as aborted, anything else as failed.
+  void End(Sequence* seq, absl::Status status, v1::FinishReason reason);
   void EndLease(Sequence* seq, bool commit);
   void RemoveRunning(Sequence* seq);
   void PublishLoad();
@@ -224,6 +245,10 @@ class Scheduler {
   const int32_t page_size_;
   const int64_t capacity_slots_;
   const int32_t vocab_size_;
+  const GenerateRequestLimits limits_;
+  const OutputProcessor output_;
+  // nullptr without a cache service.
+  std::unique_ptr<CacheSession> session_;
 
   mutable absl::Mutex mu_;
   // Inbox from other threads.
@@ -233,24 +258,13 @@ class Scheduler {
   absl::flat_hash_set<std::string> aborting_ ABSL_GUARDED_BY(mu_);
   // Ids ended by the drain deadline (UNAVAILABLE, not CANCELLED).
   std::vector<std::string> shutdown_aborts_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> lost_leases_ ABSL_GUARDED_BY(mu_);
-  // Leases acquired under epochs older than this are gone (re-register).
-  int64_t invalid_before_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Every request id in flight (inbox, waiting or running).
   absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
-  // Lease ids held, for heartbeats.
-  std::vector<uint64_t> held_leases_ ABSL_GUARDED_BY(mu_);
+  // Without the session's epoch and registration (Stats adds them).
   SchedulerStats stats_ ABSL_GUARDED_BY(mu_);
-  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  bool registered_ ABSL_GUARDED_BY(mu_) = false;
-  // The service no longer holds this worker's slots (NOT_FOUND / stale
-  // epoch): its next Register must use a fresh epoch and drop every lease
-  // of the old one (docs/architecture.md "Worker liveness").
-  bool fresh_epoch_needed_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   uint64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 0;
   // Requests accepted and not yet running: submitted_ + waiting_, exactly.
   // Submit checks and increments it under mu_ (so concurrent Submits never
@@ -265,7 +279,6 @@ class Scheduler {
   uint64_t admission_counter_ = 0;
 
   std::thread scheduler_thread_;
-  std::thread heartbeat_thread_;
 };
 
 }  // namespace radixkv::worker

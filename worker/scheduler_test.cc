@@ -704,17 +704,6 @@ TEST_F(SchedulerTest, TextLongerThanTheContextBoundIsRejectedBeforeTokenizing) {
   EXPECT_EQ(cache_->calls("Acquire"), 0);
 }
 
-TEST(FormatDurationForLogTest, RoundsToMilliseconds) {
-  EXPECT_EQ(FormatDurationForLog(absl::Seconds(10) / 3), "3.333s");
-  EXPECT_EQ(FormatDurationForLog(absl::Milliseconds(9000) / 3), "3s");
-  EXPECT_EQ(FormatDurationForLog(absl::Microseconds(2500500)), "2.501s");
-  EXPECT_EQ(FormatDurationForLog(absl::Milliseconds(250)), "250ms");
-  EXPECT_EQ(FormatDurationForLog(absl::Seconds(150)), "2m30s");
-  EXPECT_EQ(FormatDurationForLog(absl::Nanoseconds(12400)), "12us");
-  EXPECT_EQ(FormatDurationForLog(absl::ZeroDuration()), "0");
-  EXPECT_EQ(FormatDurationForLog(absl::InfiniteDuration()), "inf");
-}
-
 TEST_F(SchedulerTest, AbortReleasesLease) {
   Init(256, 1);
   auto stream = Submit(Request("victim", RandomPrompt(10), 100));
@@ -1007,6 +996,14 @@ TEST_F(SchedulerTest, WithoutCacheServiceGenerateIsUnavailable) {
   Init(256, 1, {}, /*with_cache=*/false);
   auto result = scheduler_->Submit(Request("r", RandomPrompt(4), 2));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The process without --cache_service steps its (empty) loop too.
+TEST_F(SchedulerTest, WithoutCacheServiceStepsDoNothing) {
+  Init(256, 1, {}, /*with_cache=*/false);
+  EXPECT_FALSE(scheduler_->Step());
+  EXPECT_TRUE(scheduler_->Idle());
+  EXPECT_FALSE(scheduler_->Stats().registered);
 }
 
 TEST_F(SchedulerTest, ForwardFailureFailsBatchAndReleasesLeases) {
