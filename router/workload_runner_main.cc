@@ -24,11 +24,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "model/model_config.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "process/process_lifecycle.h"
 #include "router/workload.h"
 #include "router/workload_runner.h"
 #include "spdlog/spdlog.h"
-#include "worker/model/tokenizer.h"
 
 ABSL_DECLARE_FLAG(std::string, log_level);
 
@@ -39,9 +39,11 @@ ABSL_FLAG(std::string, cache_service, "",
 ABSL_FLAG(std::string, router_metrics, "",
           "Router /metrics host:port, scraped for routing latency; empty = "
           "not reported.");
-ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
-          "Checkpoint whose tokenizer.model turns the texts into token ids and "
-          "whose config.json bounds the context.");
+ABSL_FLAG(
+    std::string, model_dir, "models/radixkv-demo-llama",
+    "Checkpoint whose tokenizer (tokenizer.json or tokenizer.model) turns "
+    "the texts into token ids and "
+    "whose config.json bounds the context.");
 ABSL_FLAG(std::string, workloads, "shared-prefix,multi-turn,document-qa",
           "Workloads to run, in order.");
 ABSL_FLAG(std::string, configs,
@@ -199,13 +201,13 @@ int main(int argc, char** argv) {
   }
 
   const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
-  auto tokenizer =
-      radixkv::worker::Tokenizer::Load(model_dir + "/tokenizer.model");
-  if (!tokenizer.ok()) {
+  auto loaded = radixkv::model::LoadTokenizer(model_dir);
+  if (!loaded.ok()) {
     std::fprintf(stderr, "workload_runner: %s\n",
-                 tokenizer.status().ToString().c_str());
+                 loaded.status().ToString().c_str());
     return 1;
   }
+  const radixkv::model::Tokenizer* tokenizer = loaded->tokenizer.get();
   int64_t max_context = 2048;
   if (auto config = radixkv::model::LoadModelConfig(model_dir); config.ok()) {
     max_context = config->max_position_embeddings;
@@ -219,7 +221,7 @@ int main(int argc, char** argv) {
                    text.status().ToString().c_str());
       return 1;
     }
-    auto ids = (*tokenizer)->Encode(*text, /*add_bos=*/false);
+    auto ids = tokenizer->Encode(*text, /*add_special_tokens=*/false);
     if (!ids.ok()) {
       std::fprintf(stderr, "workload_runner: %s\n",
                    ids.status().ToString().c_str());
@@ -227,7 +229,7 @@ int main(int argc, char** argv) {
     }
     corpus.insert(corpus.end(), ids->begin(), ids->end());
   }
-  const int32_t bos = (*tokenizer)->bos_id();
+  const int32_t bos = loaded->files.bos_token_id.value_or(-1);
   const uint32_t seed = absl::GetFlag(FLAGS_seed);
 
   router::RunnerOptions options;
@@ -293,7 +295,7 @@ int main(int argc, char** argv) {
       if (!text.ok()) {
         workload = text.status();
       } else {
-        auto doc = (*tokenizer)->Encode(*text, /*add_bos=*/false);
+        auto doc = tokenizer->Encode(*text, /*add_special_tokens=*/false);
         router::DocumentQaParams p;
         p.document_name = path.substr(path.rfind('/') + 1);
         p.document_tokens = absl::GetFlag(FLAGS_dq_document_tokens);

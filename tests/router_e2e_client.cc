@@ -13,9 +13,9 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "router/router_service.h"
 #include "router/workload_runner.h"
-#include "worker/model/tokenizer.h"
 
 namespace radixkv::tests {
 namespace {
@@ -25,15 +25,14 @@ std::string Runfile(const std::string& path) {
   return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/radixkv/", path);
 }
 
-const worker::Tokenizer& ModelTokenizer() {
-  static const worker::Tokenizer* tokenizer = [] {
-    auto t = worker::Tokenizer::Load(
-        Runfile("models/radixkv-demo-llama/tokenizer.model"));
+const model::Tokenizer& ModelTokenizer() {
+  static const model::Tokenizer* tokenizer = [] {
+    auto t = model::LoadTokenizer(Runfile("models/radixkv-demo-llama"));
     if (!t.ok()) {
       ADD_FAILURE() << t.status();
       std::abort();
     }
-    return t->release();
+    return t->tokenizer.release();
   }();
   return *tokenizer;
 }
@@ -51,7 +50,7 @@ router::LocalClusterOptions TestClusterOptions(const std::string& name) {
 }
 
 std::vector<int32_t> Encode(const std::string& text) {
-  auto ids = ModelTokenizer().Encode(text, /*add_bos=*/true);
+  auto ids = ModelTokenizer().Encode(text, /*add_special_tokens=*/true);
   EXPECT_TRUE(ids.ok()) << ids.status();
   return ids.ok() ? *ids : std::vector<int32_t>{};
 }
@@ -61,7 +60,7 @@ std::vector<int32_t> LicenseTokens(const std::string& license, int offset,
   std::ifstream in("/usr/share/common-licenses/" + license);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto ids = ModelTokenizer().Encode(ss.str(), /*add_bos=*/false);
+  auto ids = ModelTokenizer().Encode(ss.str(), /*add_special_tokens=*/false);
   EXPECT_TRUE(ids.ok()) << ids.status();
   EXPECT_GE(static_cast<int>(ids->size()), offset + n) << license;
   return std::vector<int32_t>(ids->begin() + offset, ids->begin() + offset + n);

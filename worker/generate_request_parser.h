@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "radixkv/v1/common.pb.h"
-#include "worker/model/sampler.h"
 #include "worker/model/tokenizer.h"
+#include "worker/sampler.h"
 
 namespace radixkv::worker {
 

@@ -26,7 +26,7 @@
 #include "prometheus/registry.h"
 #include "spdlog/spdlog.h"
 #include "worker/cache_client.h"
-#include "worker/model/llama_model.h"
+#include "worker/cpu/cpu_model_executor.h"
 #include "worker/model/tokenizer.h"
 #include "worker/scheduler.h"
 #include "worker/worker_metrics.h"
@@ -333,10 +333,9 @@ int main(int argc, char** argv) {
       (*executor)->config().vocab_size, (*executor)->capacity_slots(),
       (*executor)->page_size(), absl::GetFlag(FLAGS_kv_layout),
       absl::GetFlag(FLAGS_kv_dtype));
-  worker_metrics.SetInfo(model_name, absl::GetFlag(FLAGS_device),
-                         absl::GetFlag(FLAGS_kv_dtype),
-                         (*executor)->page_size(),
-                         (*executor)->capacity_slots());
+  worker_metrics.SetInfo(
+      model_name, absl::GetFlag(FLAGS_device), absl::GetFlag(FLAGS_kv_dtype),
+      (*executor)->page_size(), (*executor)->capacity_slots());
 
   // Bind the port first: the advertised address needs it.
   worker::WorkerServiceImpl service;

@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "worker/model/sampler.h"
+#include "worker/sampler.h"
 
 namespace radixkv::worker {
 namespace {

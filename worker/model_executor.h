@@ -1,6 +1,6 @@
 // ModelExecutor: the interface between the continuous-batching scheduler and
 // a backend that runs a LLaMA-family model over the paged KV pool (CPU:
-// worker/model/llama_model.h, GPU: worker/gpu/gpu_model_executor.h). The
+// worker/cpu/cpu_model_executor.h, GPU: worker/gpu/gpu_model_executor.h). The
 // scheduler builds a ForwardBatch from the cache service's
 // lease (kv_indices, copy ops) and its own slot assignments (out_cache_loc);
 // the executor runs the copies, writes the new tokens' K/V into the pool and
@@ -18,7 +18,7 @@
 #include "absl/types/span.h"
 #include "model/model_config.h"
 #include "worker/kernels/cpu/copy_blocks.h"
-#include "worker/model/sampler.h"
+#include "worker/sampler.h"
 
 namespace radixkv::worker {
 
@@ -73,7 +73,7 @@ struct SequenceSampling {
   // not finish its prompt); nothing is drawn, no random number is consumed
   // and token_ids[b] is -1.
   bool needs_token = true;
-  // As SamplingParams (worker/model/sampler.h): 0 = greedy.
+  // As SamplingParams (worker/sampler.h): 0 = greedy.
   float temperature = 0.0f;
   // 0 = off.
   int32_t top_k = 0;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/model/sampler.h"
+#include "worker/sampler.h"
 #include "worker/testing/fake_model_executor.h"
 
 namespace radixkv::worker {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "worker/lease_maintenance.h"
-#include "worker/model/sampler.h"
+#include "worker/sampler.h"
 #include "worker/sequence.h"
 #include "worker/worker_metrics.h"
 

@@ -12,7 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "proto/prompt_text_limit.h"
-#include "worker/model/sampler.h"
+#include "worker/sampler.h"
 #include "worker/testing/fake_kv_cache_client.h"
 #include "worker/testing/fake_model_executor.h"
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "worker/model/sampler.h"
 #include "worker/model/tokenizer.h"
 #include "worker/model_executor.h"
 #include "worker/request_stream.h"
+#include "worker/sampler.h"
 
 namespace radixkv::worker {
 

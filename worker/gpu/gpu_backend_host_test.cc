@@ -9,7 +9,7 @@
 #include "model/model_config.h"
 #include "model/safetensors_reader.h"
 #include "worker/gpu/gpu_model_executor.h"
-#include "worker/model/forward_batch_examples.h"
+#include "worker/forward_batch_examples.h"
 
 namespace radixkv::worker {
 namespace {

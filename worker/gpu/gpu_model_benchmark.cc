@@ -27,8 +27,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
 #include "worker/gpu/gpu_model_executor.h"
-#include "worker/model/llama_model.h"
-#include "worker/model/sampler.h"
+#include "worker/cpu/cpu_model_executor.h"
+#include "worker/sampler.h"
 
 ABSL_FLAG(std::string, model_dir, "", "Checkpoint (make_random_checkpoint).");
 ABSL_FLAG(std::string, batches, "1,16,64,256", "Decode batch sizes.");

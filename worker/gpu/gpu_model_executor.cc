@@ -17,7 +17,7 @@
 #include "worker/gpu/gpu_workspace.h"
 #include "worker/gpu/model_kernels.h"
 #include "worker/gpu/step_metadata.h"
-#include "worker/model/forward_batch_validation.h"
+#include "worker/forward_batch_validation.h"
 
 namespace radixkv::worker {
 

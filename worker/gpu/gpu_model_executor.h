@@ -1,6 +1,6 @@
 // GpuModelExecutor: a LLaMA-family causal LM (LLaMA 2/3, Qwen2) on one GPU,
 // implementing ModelExecutor (worker/model_executor.h) so the scheduler and
-// the services run unchanged; CpuModelExecutor (worker/model/llama_model.h)
+// the services run unchanged; CpuModelExecutor (worker/cpu/cpu_model_executor.h)
 // is the reference it is tested against.
 //
 // `dtype` (options) is the storage/compute type of weights, activations and

@@ -138,7 +138,7 @@ int LaunchArgmax(const float* logits, int32_t rows, int32_t vocab,
                  int32_t* tokens, void* stream);
 
 // Per-row sampling parameters on the device (mirrors
-// worker/model/sampler.h SamplingParams; temperature 0 = greedy).
+// worker/sampler.h SamplingParams; temperature 0 = greedy).
 struct DeviceSamplingParams {
   float temperature = 0.0f;
   int32_t top_k = 0;   // 0 = off

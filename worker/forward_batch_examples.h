@@ -1,7 +1,7 @@
 // Test support: small valid ForwardBatch values for the batch-validation tests
 // of the CPU (worker/model) and GPU (worker/gpu) executors.
-#ifndef RADIXKV_WORKER_MODEL_FORWARD_BATCH_EXAMPLES_H_
-#define RADIXKV_WORKER_MODEL_FORWARD_BATCH_EXAMPLES_H_
+#ifndef RADIXKV_WORKER_FORWARD_BATCH_EXAMPLES_H_
+#define RADIXKV_WORKER_FORWARD_BATCH_EXAMPLES_H_
 
 #include "worker/model_executor.h"
 
@@ -26,4 +26,4 @@ inline ForwardBatch TwoSequenceDecodeBatch() {
 
 }  // namespace radixkv::worker::testing
 
-#endif  // RADIXKV_WORKER_MODEL_FORWARD_BATCH_EXAMPLES_H_
+#endif  // RADIXKV_WORKER_FORWARD_BATCH_EXAMPLES_H_

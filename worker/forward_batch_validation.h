@@ -2,8 +2,8 @@
 // that do not depend on the backend, checked by both the CPU
 // (CpuModelExecutor) and GPU (GpuModelExecutor) executors before they touch
 // the pool.
-#ifndef RADIXKV_WORKER_MODEL_FORWARD_BATCH_VALIDATION_H_
-#define RADIXKV_WORKER_MODEL_FORWARD_BATCH_VALIDATION_H_
+#ifndef RADIXKV_WORKER_FORWARD_BATCH_VALIDATION_H_
+#define RADIXKV_WORKER_FORWARD_BATCH_VALIDATION_H_
 
 #include <cstdint>
 
@@ -30,4 +30,4 @@ absl::Status ValidateForwardBatchTokens(const ForwardBatch& batch,
 
 }  // namespace radixkv::worker
 
-#endif  // RADIXKV_WORKER_MODEL_FORWARD_BATCH_VALIDATION_H_
+#endif  // RADIXKV_WORKER_FORWARD_BATCH_VALIDATION_H_

@@ -1,4 +1,4 @@
-#include "worker/model/offline_generation.h"
+#include "worker/offline_generation.h"
 
 #include <algorithm>
 #include <chrono>

@@ -4,8 +4,8 @@
 // extend batch, then every unfinished sequence decodes one token per step.
 // For the generate CLI, tests and benchmarks; the serving path is
 // worker/scheduler.h.
-#ifndef RADIXKV_WORKER_MODEL_OFFLINE_GENERATION_H_
-#define RADIXKV_WORKER_MODEL_OFFLINE_GENERATION_H_
+#ifndef RADIXKV_WORKER_OFFLINE_GENERATION_H_
+#define RADIXKV_WORKER_OFFLINE_GENERATION_H_
 
 #include <cstdint>
 #include <functional>
@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "worker/model/sampler.h"
 #include "worker/model_executor.h"
+#include "worker/sampler.h"
 
 namespace radixkv::worker {
 
@@ -55,4 +55,4 @@ absl::StatusOr<std::vector<OfflineResult>> GenerateOffline(
 
 }  // namespace radixkv::worker
 
-#endif  // RADIXKV_WORKER_MODEL_OFFLINE_GENERATION_H_
+#endif  // RADIXKV_WORKER_OFFLINE_GENERATION_H_

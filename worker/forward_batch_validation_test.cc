@@ -1,9 +1,9 @@
-#include "worker/model/forward_batch_validation.h"
+#include "worker/forward_batch_validation.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
-#include "worker/model/forward_batch_examples.h"
+#include "worker/forward_batch_examples.h"
 
 namespace radixkv::worker {
 namespace {

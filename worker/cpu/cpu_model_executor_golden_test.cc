@@ -14,10 +14,10 @@
 #include "gtest/gtest.h"
 #include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/golden_checkpoints.h"
-#include "worker/model/llama_model.h"
-#include "worker/model/offline_generation.h"
+#include "worker/cpu/cpu_model_executor.h"
 #include "worker/model/tokenizer.h"
+#include "worker/offline_generation.h"
+#include "worker/testing/golden_checkpoints.h"
 
 namespace radixkv::worker {
 namespace {

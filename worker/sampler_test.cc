@@ -1,4 +1,4 @@
-#include "worker/model/sampler.h"
+#include "worker/sampler.h"
 
 #include <cmath>
 #include <map>

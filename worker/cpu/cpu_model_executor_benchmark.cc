@@ -4,7 +4,7 @@
 // prompts; decode = paged decode of all sequences per step, greedy sampling
 // included). Bounded run (a few seconds); prints a table.
 //
-//   bazel run -c opt //worker/model:llama_model_benchmark -- --threads=2
+//   bazel run -c opt //worker/cpu:cpu_model_executor_benchmark -- --threads=2
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -13,8 +13,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "worker/model/llama_model.h"
-#include "worker/model/offline_generation.h"
+#include "worker/cpu/cpu_model_executor.h"
+#include "worker/offline_generation.h"
 
 ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
           "Checkpoint directory (relative to the runfiles root under bazel "

@@ -1,7 +1,7 @@
 // generate: text in, text out with a LLaMA-family checkpoint on the CPU
 // executor, without the cache service (offline generation, one request).
 //
-//   bazel run //worker/model:generate -- \
+//   bazel run //tools/generate -- \
 //       --prompt="The license grants you the freedom to" --max_new_tokens=48
 //
 // Streams the continuation to stdout as it is generated (UTF-8 safe deltas,
@@ -18,9 +18,9 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "worker/model/llama_model.h"
-#include "worker/model/offline_generation.h"
-#include "worker/model/sampler.h"
+#include "worker/cpu/cpu_model_executor.h"
+#include "worker/offline_generation.h"
+#include "worker/sampler.h"
 #include "worker/model/tokenizer.h"
 
 ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",

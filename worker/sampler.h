@@ -1,8 +1,8 @@
 // Token sampling for one request: greedy, temperature, top-k, top-p with a
 // per-request seed; stop conditions (stop token ids, stop strings matched on
 // the detokenized text).
-#ifndef RADIXKV_WORKER_MODEL_SAMPLER_H_
-#define RADIXKV_WORKER_MODEL_SAMPLER_H_
+#ifndef RADIXKV_WORKER_SAMPLER_H_
+#define RADIXKV_WORKER_SAMPLER_H_
 
 #include <cstdint>
 #include <random>
@@ -100,4 +100,4 @@ class StopChecker {
 
 }  // namespace radixkv::worker
 
-#endif  // RADIXKV_WORKER_MODEL_SAMPLER_H_
+#endif  // RADIXKV_WORKER_SAMPLER_H_

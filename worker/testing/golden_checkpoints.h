@@ -2,8 +2,8 @@
 // shared/golden (see its README "How a C++ test should compare") and the
 // one-shot prefill whose every-position logits are compared with the golden
 // logits. Shared by the CPU (worker/model) and GPU (worker/gpu) model tests.
-#ifndef RADIXKV_WORKER_MODEL_GOLDEN_CHECKPOINTS_H_
-#define RADIXKV_WORKER_MODEL_GOLDEN_CHECKPOINTS_H_
+#ifndef RADIXKV_WORKER_TESTING_GOLDEN_CHECKPOINTS_H_
+#define RADIXKV_WORKER_TESTING_GOLDEN_CHECKPOINTS_H_
 
 #include <cstdint>
 #include <vector>
@@ -29,4 +29,4 @@ std::vector<float> PrefillAllLogits(ModelExecutor& executor,
 
 }  // namespace radixkv::worker::testing
 
-#endif  // RADIXKV_WORKER_MODEL_GOLDEN_CHECKPOINTS_H_
+#endif  // RADIXKV_WORKER_TESTING_GOLDEN_CHECKPOINTS_H_

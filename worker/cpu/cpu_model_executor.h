@@ -22,8 +22,8 @@
 // every operation in float32, angle = float(position) * inv_freq[i] rounded
 // to float32, then cos/sin; dimension i pairs with i + D/2 (rotate_half).
 // Measured against the transformers golden: max |logit diff| <= 4.3e-6.
-#ifndef RADIXKV_WORKER_MODEL_LLAMA_MODEL_H_
-#define RADIXKV_WORKER_MODEL_LLAMA_MODEL_H_
+#ifndef RADIXKV_WORKER_CPU_CPU_MODEL_EXECUTOR_H_
+#define RADIXKV_WORKER_CPU_CPU_MODEL_EXECUTOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -117,4 +117,4 @@ class CpuModelExecutor final : public ModelExecutor {
 
 }  // namespace radixkv::worker
 
-#endif  // RADIXKV_WORKER_MODEL_LLAMA_MODEL_H_
+#endif  // RADIXKV_WORKER_CPU_CPU_MODEL_EXECUTOR_H_

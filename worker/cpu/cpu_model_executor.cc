@@ -1,4 +1,4 @@
-#include "worker/model/llama_model.h"
+#include "worker/cpu/cpu_model_executor.h"
 
 #include <cblas.h>
 
@@ -14,11 +14,11 @@
 #include "model/rope.h"
 #include "model/safetensors_reader.h"
 #include "spdlog/spdlog.h"
+#include "worker/forward_batch_validation.h"
 #include "worker/kernels/cpu/copy_blocks.h"
 #include "worker/kernels/cpu/decode_attention.h"
 #include "worker/kernels/cpu/extend_attention.h"
 #include "worker/kernels/cpu/reshape_and_cache.h"
-#include "worker/model/forward_batch_validation.h"
 
 // OpenBLAS DYNAMIC_ARCH entry points (exported by Debian's libopenblas, not
 // declared in cblas.h). Weak: absent in a single-target OpenBLAS build.

@@ -1,4 +1,4 @@
-#include "worker/model/golden_checkpoints.h"
+#include "worker/testing/golden_checkpoints.h"
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-#include "worker/model/forward_batch_validation.h"
+#include "worker/forward_batch_validation.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"

@@ -13,7 +13,7 @@
 // fp32 K/V; they differ only in summation order (the extend kernel's prefix
 // stage vs extend stage tiling, split-KV partitions, GEMM row blocking), which
 // moves logits of magnitude ~2.5 by a few 1e-7.
-#include "worker/model/llama_model.h"
+#include "worker/cpu/cpu_model_executor.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,8 +34,8 @@
 #include "model/safetensors_test_writer.h"
 #include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/golden_checkpoints.h"
-#include "worker/model/offline_generation.h"
+#include "worker/offline_generation.h"
+#include "worker/testing/golden_checkpoints.h"
 
 namespace radixkv::worker {
 namespace {
