@@ -38,6 +38,9 @@ class GenerateBurst::Call final
     if (!ok) return;
     {
       absl::MutexLock lock(&mu_);
+      if (outcome_.tokens == 0 && response_.token_ids_size() > 0) {
+        outcome_.first_token = absl::Now() - start_;
+      }
       outcome_.tokens += response_.token_ids_size();
     }
     StartRead(&response_);

@@ -35,6 +35,9 @@ class GenerateBurst {
     int tokens = 0;
     // From the start of the call to its end.
     absl::Duration latency;
+    // From the start of the call to its first token (InfiniteDuration when
+    // none came).
+    absl::Duration first_token = absl::InfiniteDuration();
   };
 
   // Starts every request at once, each with `deadline` from its start;
