@@ -19,6 +19,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -417,6 +418,13 @@ std::string LocalCluster::Bin(const std::string& name) const {
 std::string LocalCluster::router_address() const {
   return Loopback(router_port_);
 }
+std::string LocalCluster::worker_model_dir(int i) const {
+  return i < static_cast<int>(options_.worker_model_dirs.size()) &&
+                 !options_.worker_model_dirs[i].empty()
+             ? options_.worker_model_dirs[i]
+             : options_.model_dir;
+}
+
 std::string LocalCluster::router_http_address() const {
   return Loopback(router_http_port_);
 }
@@ -518,7 +526,7 @@ absl::Status LocalCluster::StartWorker(int i) {
       absl::StrCat("--worker_id=", worker_id(i)),
       absl::StrCat("--advertise_address=", worker_address(i)),
       absl::StrCat("--cache_service=", cache_service_address()),
-      absl::StrCat("--model_dir=", options_.model_dir)};
+      absl::StrCat("--model_dir=", worker_model_dir(i))};
   argv.insert(argv.end(), options_.worker_args.begin(),
               options_.worker_args.end());
   auto p = ChildProcess::Start(
@@ -540,6 +548,21 @@ absl::Status LocalCluster::StartRouter() {
       absl::StrCat("--cache_service=", cache_service_address()),
       absl::StrCat("--model_dir=", options_.model_dir),
       absl::StrCat("--policy=", options_.policy)};
+  // The other models' folders (each named after its last component, as the
+  // workers name themselves).
+  std::vector<std::string> models;
+  for (int i = 0; i < options_.num_workers; ++i) {
+    const std::string dir = worker_model_dir(i);
+    if (dir == options_.model_dir) continue;
+    const std::string entry =
+        absl::StrCat(std::filesystem::path(dir).filename().string(), "=", dir);
+    if (std::find(models.begin(), models.end(), entry) == models.end()) {
+      models.push_back(entry);
+    }
+  }
+  if (!models.empty()) {
+    argv.push_back(absl::StrCat("--models=", absl::StrJoin(models, ",")));
+  }
   argv.insert(argv.end(), options_.router_args.begin(),
               options_.router_args.end());
   auto p =

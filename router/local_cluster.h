@@ -124,6 +124,10 @@ struct LocalClusterOptions {
   std::string bin_dir;
   // The worker's checkpoint directory (also the router's tokenizer).
   std::string model_dir;
+  // Per worker, another checkpoint directory (empty entries and workers
+  // past the end take model_dir). Each model is named after its folder, and
+  // the router gets --models=<name>=<dir> for every folder used.
+  std::vector<std::string> worker_model_dirs;
   // Logs, redis data; created if missing.
   std::string run_dir;
   std::string redis_server = "/usr/bin/redis-server";
@@ -191,6 +195,8 @@ class LocalCluster {
   std::string redis_address() const;
   std::string worker_address(int i) const;
   std::string worker_id(int i) const;
+  // The checkpoint directory of worker i.
+  std::string worker_model_dir(int i) const;
   int num_workers() const { return options_.num_workers; }
   const std::string& run_dir() const { return options_.run_dir; }
   const LocalClusterOptions& options() const { return options_; }

@@ -1,6 +1,7 @@
 #include "router/router_service.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -663,6 +664,54 @@ grpc::ServerUnaryReactor* RouterService::ListWorkers(
           info->set_page_size(w.page_size());
           info->set_dispatched_requests(
               load_.Get(w.worker_id()).dispatched_requests);
+        }
+        reactor->Finish(process::ToGrpcStatus(
+            process::SerializeRawMessage(response, response_body)));
+      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RouterService::ListModels(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* body,
+    grpc::ByteBuffer* response_body) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  radixkv::v1::ListModelsRequest request;
+  if (absl::Status parsed = process::ParseRawMessage(*body, &request);
+      !parsed.ok()) {
+    reactor->Finish(process::ToGrpcStatus(parsed));
+    return reactor;
+  }
+  struct Rpc {
+    grpc::ClientContext context;
+    radixkv::v1::StatsRequest request;
+    radixkv::v1::StatsResponse stats;
+  };
+  auto rpc = std::make_shared<Rpc>();
+  rpc->context.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
+  cache_service_->async()->Stats(
+      &rpc->context, &rpc->request, &rpc->stats,
+      [this, rpc, reactor, response_body](grpc::Status st) {
+        if (!st.ok()) {
+          reactor->Finish(grpc::Status(
+              grpc::StatusCode::UNAVAILABLE,
+              absl::StrCat("cache service ", options_.cache_service_address,
+                           " unreachable: ", st.error_message())));
+          return;
+        }
+        RecordServedModels(rpc->stats);
+        std::map<std::string, int> workers;
+        for (const auto& w : rpc->stats.workers()) ++workers[w.model()];
+        radixkv::v1::ListModelsResponse response;
+        for (const auto& [name, n] : workers) {
+          radixkv::v1::ModelInfo* m = response.add_models();
+          m->set_name(name);
+          m->set_workers(n);
+          if (std::shared_ptr<const ModelCatalog::Entry> e = FindModel(name)) {
+            m->set_tokenizer(e->tokenizer != nullptr);
+            m->set_chat_template(e->chat_template.has_value());
+            m->set_max_position_embeddings(e->max_position_embeddings);
+          }
         }
         reactor->Finish(process::ToGrpcStatus(
             process::SerializeRawMessage(response, response_body)));

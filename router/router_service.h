@@ -118,7 +118,8 @@ using RawCallbackRouterService =
     radixkv::v1::Router::WithRawCallbackMethod_Generate<
         radixkv::v1::Router::WithRawCallbackMethod_Abort<
             radixkv::v1::Router::WithRawCallbackMethod_ListWorkers<
-                radixkv::v1::Router::Service>>>;
+                radixkv::v1::Router::WithRawCallbackMethod_ListModels<
+                    radixkv::v1::Router::Service>>>>;
 
 class RouterService final : public RawCallbackRouterService {
  public:
@@ -132,7 +133,7 @@ class RouterService final : public RawCallbackRouterService {
   // Shuts down and waits for every request to end.
   ~RouterService() override;
 
-  // Router.Generate, Router.Abort and Router.ListWorkers (router.proto).
+  // The Router methods (router.proto).
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request) override;
@@ -142,6 +143,9 @@ class RouterService final : public RawCallbackRouterService {
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
   // Ends every in-flight request (UNAVAILABLE "the router is shutting down
   // (its drain timeout passed) after N streamed tokens") and dispatches no

@@ -18,12 +18,12 @@
 #include "router/workload_runner.h"
 
 namespace radixkv::tests {
-namespace {
-
 std::string Runfile(const std::string& path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/radixkv/", path);
 }
+
+namespace {
 
 const model::Tokenizer& ModelTokenizer() {
   static const model::Tokenizer* tokenizer = [] {
@@ -66,12 +66,13 @@ std::vector<int32_t> LicenseTokens(const std::string& license, int offset,
   return std::vector<int32_t>(ids->begin() + offset, ids->begin() + offset + n);
 }
 
-Completion Generate(radixkv::v1::Router::Stub* router,
-                    const std::vector<int32_t>& prompt,
-                    const GenerateOptions& options) {
-  radixkv::v1::GenerateRequest req;
+namespace {
+
+Completion Run(radixkv::v1::Router::Stub* router,
+               radixkv::v1::GenerateRequest req,
+               const GenerateOptions& options) {
   req.set_request_id(options.request_id);
-  req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  req.set_model(options.model);
   req.mutable_sampling()->set_max_new_tokens(options.max_new_tokens);
   req.mutable_sampling()->set_ignore_eos(true);
   req.set_disable_prefix_cache(options.disable_prefix_cache);
@@ -91,6 +92,24 @@ Completion Generate(radixkv::v1::Router::Stub* router,
   }
   out.status = reader->Finish();
   return out;
+}
+
+}  // namespace
+
+Completion Generate(radixkv::v1::Router::Stub* router,
+                    const std::vector<int32_t>& prompt,
+                    const GenerateOptions& options) {
+  radixkv::v1::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  return Run(router, std::move(req), options);
+}
+
+Completion GenerateText(radixkv::v1::Router::Stub* router,
+                        const std::string& text,
+                        const GenerateOptions& options) {
+  radixkv::v1::GenerateRequest req;
+  req.set_text(text);
+  return Run(router, std::move(req), options);
 }
 
 std::unique_ptr<radixkv::v1::Router::Stub> RouterStub(

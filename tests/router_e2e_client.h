@@ -25,6 +25,9 @@ namespace radixkv::tests {
 // TEST_TMPDIR named `name`, workers with one thread each.
 router::LocalClusterOptions TestClusterOptions(const std::string& name);
 
+// The path of `path` (a workspace path) in the test's runfiles tree.
+std::string Runfile(const std::string& path);
+
 // Token ids of `text` with BOS (the embedded model's tokenizer).
 std::vector<int32_t> Encode(const std::string& text);
 // The first `n` tokens of a Debian license text (no BOS), from `offset`.
@@ -46,6 +49,8 @@ struct GenerateOptions {
   std::string policy;
   // The client's deadline, from the call.
   absl::Duration deadline = absl::Seconds(120);
+  // GenerateRequest.model ("" = the one served).
+  std::string model;
 };
 
 // a followed by b.
@@ -71,6 +76,11 @@ class ResumeOnExit {
 Completion Generate(radixkv::v1::Router::Stub* router,
                     const std::vector<int32_t>& prompt,
                     const GenerateOptions& options = {});
+
+// As Generate, with a text prompt (tokenized by the router).
+Completion GenerateText(radixkv::v1::Router::Stub* router,
+                        const std::string& text,
+                        const GenerateOptions& options = {});
 
 std::unique_ptr<radixkv::v1::Router::Stub> RouterStub(
     const std::string& address);
