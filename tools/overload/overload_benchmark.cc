@@ -34,8 +34,8 @@
 ABSL_FLAG(int, burst_factor, 10, "Burst size, times the admitted capacity.");
 ABSL_FLAG(int, max_in_flight_per_worker, 64,
           "The router's --max_in_flight_per_worker (its default).");
-ABSL_FLAG(int, prompt_tokens, 64, "Prompt length of each request, tokens.");
-ABSL_FLAG(int, max_new_tokens, 32, "Tokens generated per request.");
+ABSL_FLAG(int, prompt_tokens, 32, "Prompt length of each request, tokens.");
+ABSL_FLAG(int, max_new_tokens, 16, "Tokens generated per request.");
 ABSL_FLAG(int, channels, 8, "gRPC connections to the router.");
 
 namespace {
@@ -71,8 +71,10 @@ struct RunStats {
   int ok = 0, refused = 0, other = 0;
   std::string other_example;
   double ok_p50 = 0, ok_p99 = 0;
-  double decision_max = 0;  // refusal latency or time to first token
-  double goodput = 0;       // OK tokens / s, start to the last OK's end
+  double refusal_max = 0;      // the slowest refusal
+  double first_token_max = 0;  // the slowest admitted request's first token
+  double decision_max = 0;     // refusal latency or time to first token
+  double goodput = 0;          // OK tokens / s, start to the last OK's end
 };
 
 RunStats Run(std::vector<radixkv::tests::StartGenerate> starts, int n,
@@ -94,12 +96,13 @@ RunStats Run(std::vector<radixkv::tests::StartGenerate> starts, int n,
       ok_latency.push_back(absl::ToDoubleSeconds(o.latency));
       last_ok = std::max(last_ok, absl::ToDoubleSeconds(o.latency));
       ok_tokens += o.tokens;
-      s.decision_max =
-          std::max(s.decision_max, absl::ToDoubleSeconds(o.first_token));
+      s.first_token_max =
+          std::max(s.first_token_max, absl::ToDoubleSeconds(o.first_token));
+      s.decision_max = std::max(s.decision_max, s.first_token_max);
     } else if (o.code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       ++s.refused;
-      s.decision_max =
-          std::max(s.decision_max, absl::ToDoubleSeconds(o.latency));
+      s.refusal_max = std::max(s.refusal_max, absl::ToDoubleSeconds(o.latency));
+      s.decision_max = std::max(s.decision_max, s.refusal_max);
     } else {
       ++s.other;
       s.other_example = absl::StrCat(o.code, ": ", o.message.substr(0, 80));
