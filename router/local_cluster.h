@@ -211,6 +211,7 @@ class LocalCluster {
   pid_t cache_service_pid() const {
     return cache_service_ ? cache_service_->pid() : -1;
   }
+  pid_t router_pid() const { return router_ ? router_->pid() : -1; }
   // Starts worker i again (same id and port; it registers a new epoch) and
   // waits for health and registration.
   absl::Status RestartWorker(int i);

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <tuple>
@@ -138,6 +139,13 @@ int main(int argc, char** argv) {
   // `bazel run` starts in the runfiles tree, which holds the binaries and
   // the embedded model at their workspace paths.
   options.bin_dir = ".";
+  // The processes find the tokenizer plug-in through this (their own
+  // runfiles trees are not built when they are data of this binary).
+  setenv("RADIXKV_SENTENCEPIECE_PLUGIN",
+         absl::StrCat(get_current_dir_name(),
+                      "/model/tokenizer/libradixkv_sentencepiece.so")
+             .c_str(),
+         /*overwrite=*/0);
   options.model_dir = "models/radixkv-demo-llama";
   options.run_dir = absl::StrCat("/tmp/radixkv-overload-", getpid());
   options.router_args = {
