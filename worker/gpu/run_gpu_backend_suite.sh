@@ -8,6 +8,7 @@
 #                      cache_service/ worker/ (= //worker/gpu:worker_gpu)
 #                      router/ (router, workload_runner, local_cluster)
 #   .gpu-run/lib.tar.xz  Debian shared libraries the binaries need
+#   .gpu-run/bin.tar.xz  the binaries of bin/, xz-compressed
 #   .gpu-run/shared/golden  copy of shared/golden
 #
 #   worker/gpu/run_gpu_backend_suite.sh [RUN_DIR] [STEPS]
@@ -30,6 +31,7 @@ STEPS=",${2:-test,sanitize,bench,e2e},"
 LOG="${OUT:-/tmp/gpu-backend}"
 mkdir -p "${LOG}" "${R}/lib"
 [[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
+[[ -f "${R}/bin.tar.xz" ]] && tar -xJf "${R}/bin.tar.xz" -C "${R}"
 export LD_LIBRARY_PATH="${PWD}/${R}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export RADIXKV_SHARED_DIR="${PWD}/${R}/shared"
 B="${R}/bin"

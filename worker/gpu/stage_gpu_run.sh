@@ -27,6 +27,8 @@ cp bazel-bin/model/tokenizer/libradixkv_sentencepiece.so "${R}/bin/"
 find "${R}/bin" -type f -print0 |
   xargs -0 worker/kernels/hip/copy_shared_libs.sh "${R}/lib"
 tar -cJf "${R}/lib.tar.xz" -C "${R}/lib" . && rm -rf "${R}/lib"
+# The binaries too (~70 MB uncompressed with the CUDA runtime linked in).
+tar -cf - -C "${R}" bin | xz -T2 -6 >"${R}/bin.tar.xz" && rm -rf "${R}/bin"
 cp -r "${SHARED}/golden" "${R}/shared/" && rm -f "${R}/shared/golden/corpus.txt"
 chmod -R u+w "${R}"
 du -sh "${R}"
