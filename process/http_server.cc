@@ -151,7 +151,10 @@ HttpExchange::HttpExchange(std::shared_ptr<HttpServerLoop> loop,
   }
 }
 
-HttpExchange::~HttpExchange() = default;
+HttpExchange::~HttpExchange() {
+  // A request that a client EOF detached and nothing answered is ours.
+  if (request_ != nullptr && gone_) evhttp_request_free(request_);
+}
 
 void HttpExchange::Post(std::function<void()> fn) {
   loop_->Post(std::move(fn));
@@ -252,6 +255,12 @@ bool HttpExchange::client_gone() const { return gone_; }
 
 void HttpExchange::CloseFromLoop() {
   gone_ = true;
+  // A client EOF detaches the request being answered (the answer frees
+  // it); a connection that we close (timeouts, shutdown) frees it with
+  // the connection, so nothing may touch it after.
+  if (request_ != nullptr && evhttp_request_get_connection(request_)) {
+    request_ = nullptr;
+  }
   if (std::function<void()> on_close = std::move(on_close_)) on_close();
 }
 
@@ -313,6 +322,12 @@ HttpServer::~HttpServer() {
   if (loop.wake != nullptr) event_free(loop.wake);
   if (loop.http != nullptr) evhttp_free(loop.http);
   if (loop.base != nullptr) event_base_free(loop.base);
+  // Posts that never ran hold their exchanges, which hold the loop.
+  std::deque<std::function<void()>> dropped;
+  {
+    absl::MutexLock lock(&loop.mu);
+    dropped.swap(loop.queue);
+  }
 }
 
 void HttpServer::Post(std::function<void()> fn) { loop_->Post(std::move(fn)); }
