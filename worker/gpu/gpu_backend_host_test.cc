@@ -1,15 +1,17 @@
 // CPU-only checks of the GPU backend (CI has no GPU): ForwardBatch
 // validation rules, Create() without a device, and the random checkpoint
-// writer read back through the checkpoint reader.
+// writer read back through the checkpoint reader and the tokenizer loader.
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"
 #include "model/safetensors_reader.h"
-#include "worker/gpu/gpu_model_executor.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "worker/forward_batch_examples.h"
+#include "worker/gpu/gpu_model_executor.h"
 
 namespace radixkv::worker {
 namespace {
@@ -79,6 +81,40 @@ TEST(RandomCheckpoint, WriterOutputLoads) {
     EXPECT_GE(v, 0.9f);
     EXPECT_LE(v, 1.1f);
   }
+}
+
+// The llama3 RoPE and tokenizer options of the writer (the 8B preset's,
+// on a small shape): the config parses as llama3, and the byte-level
+// tokenizer.json loads, round-trips text and names its special tokens.
+TEST(RandomCheckpoint, Llama3RopeAndByteLevelTokenizerLoad) {
+  const std::string out = absl::StrCat(std::getenv("TEST_TMPDIR"), "/l3");
+  const std::string cmd = absl::StrCat(
+      "worker/gpu/make_random_checkpoint --out=", out,
+      " --layers=1 --hidden=64 --heads=4 --kv_heads=2 --head_dim=16"
+      " --intermediate=96 --vocab=70000 --rope_type=llama3 --tokenizer"
+      " --threads=3 > /dev/null");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  absl::StatusOr<model::ModelConfig> c = model::LoadModelConfig(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope.type, model::RopeType::kLlama3);
+  EXPECT_EQ(c->rope.factor, 8.0);
+  EXPECT_EQ(c->rope.original_max_position_embeddings, 8192);
+  absl::StatusOr<model::LoadedTokenizer> t = model::LoadTokenizer(out);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->tokenizer->vocab_size(), 70000);
+  const std::string text = "Hello, world! \xc3\xa9t\xc3\xa9 42";
+  auto ids = t->tokenizer->Encode(text, false);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  // "Hello, world!..." splits (GPT-2 regex) into words whose byte pairs are
+  // tokens 256 + 256 * a + b: fewer ids than bytes.
+  EXPECT_LT(ids->size(), text.size());
+  for (int32_t id : *ids) EXPECT_LT(id, 70000 - 256);
+  auto back = t->tokenizer->Decode(*ids, false);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, text);
+  auto special = t->tokenizer->Encode("<|end_of_text|>", false);
+  ASSERT_TRUE(special.ok()) << special.status();
+  EXPECT_EQ(*special, std::vector<int32_t>{70000 - 255});
 }
 
 TEST(GpuModelExecutor, CreateFailsCleanlyWithoutDeviceOrCheckpoint) {
