@@ -4,21 +4,6 @@
 #include "worker/gpu/model_kernels.h"
 
 namespace radixkv::worker::gpu {
-namespace {
-
-BlasDataType BlasType(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return kBlasF32;
-    case DType::kBF16:
-      return kBlasBF16;
-    case DType::kF16:
-      return kBlasF16;
-  }
-  return kBlasF32;
-}
-
-}  // namespace
 
 GpuGemm::~GpuGemm() {
   if (blas_ != nullptr) BlasDestroy(blas_);
@@ -33,30 +18,33 @@ absl::Status GpuGemm::Init(hipStream_t stream, DType dtype,
   stream_ = stream;
   dtype_ = dtype;
   small_batch_max_rows_ = small_batch_max_rows;
-  return absl::OkStatus();
+  return tuner_.Init(stream, blas_, dtype);
 }
 
 void GpuGemm::BindWorkspace(void* workspace, size_t bytes) {
   BlasSetWorkspace(blas_, workspace, bytes);
+  tuner_.BindWorkspace(workspace, bytes);
+}
+
+void GpuGemm::BindTuningScratch(float* scratch, size_t floats) {
+  tuner_.BindScratch(scratch, floats);
 }
 
 absl::Status GpuGemm::Run(const void* a, const void* w, float* c, int64_t m,
                           int64_t n, int64_t k, float beta) const {
   if (m == 0) return absl::OkStatus();
+  if (autotune_) {
+    absl::StatusOr<bool> tuned = tuner_.Run(a, w, c, m, n, k, beta);
+    if (!tuned.ok()) return tuned.status();
+    if (*tuned) return absl::OkStatus();
+  }
   if (m <= small_batch_max_rows_ && dtype_ != DType::kF32 && k % 8 == 0 &&
       LaunchSmallBatchGemm(a, w, c, static_cast<int32_t>(m),
                            static_cast<int32_t>(n), static_cast<int32_t>(k),
                            beta, dtype_, stream_) == 0) {
     return absl::OkStatus();
   }
-  // Row-major C = A W^T is column-major C^T = W A^T: op(W) = W^T, op(A) = A.
-  const float alpha = 1.0f;
-  const BlasDataType t = BlasType(dtype_);
-  const BlasStatus s =
-      BlasGemmEx(blas_, /*trans_a=*/true, /*trans_b=*/false,
-                 static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                 &alpha, w, t, static_cast<int>(k), a, t, static_cast<int>(k),
-                 &beta, c, kBlasF32, static_cast<int>(n));
+  const BlasStatus s = RunGemmEx(blas_, dtype_, a, w, c, m, n, k, beta);
   if (s != kBlasSuccess) {
     return absl::InternalError(absl::StrCat("BLAS GemmEx failed (status ",
                                             static_cast<int>(s), ") M=", m,

@@ -8,8 +8,12 @@
 //     kernels (device events) as fractions of the graph step, launch
 //     overhead = eager step - graph step;
 //   - roofline floor of the step: (weight bytes + KV bytes read) / copy
-//     bandwidth vs GEMM FLOPs / peak (flag defaults: the H200's measured
-//     4.2 TB/s device copy and ~700 TFLOP/s bf16 GEMM);
+//     bandwidth vs GEMM FLOPs / peak, with both ceilings measured in the
+//     same process first (device_ceilings.h; --copy_gbps / --gemm_tflops
+//     override them);
+//   - A/B of GEMM autotuning (gpu_gemm_tuner.h): the graph step with the
+//     default GEMM rule and with per-shape tuned GEMMs, interleaved
+//     --ab_rounds times in this process, each arm's floor / step;
 //   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
 //     cached prefix;
 //   - optionally the CPU backend (fp32) for scale.
@@ -26,8 +30,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
-#include "worker/gpu/gpu_model_executor.h"
 #include "worker/cpu/cpu_model_executor.h"
+#include "worker/gpu/device_ceilings.h"
+#include "worker/gpu/gpu_model_executor.h"
 #include "worker/sampler.h"
 
 ABSL_FLAG(std::string, model_dir, "", "Checkpoint (make_random_checkpoint).");
@@ -38,8 +43,16 @@ ABSL_FLAG(int, ttft_prompt, 4096, "TTFT prompt tokens.");
 ABSL_FLAG(int, ttft_prefix, 3584, "TTFT cached prefix tokens.");
 ABSL_FLAG(bool, cpu, true, "Also time the CPU backend (B=1 decode, prefill).");
 ABSL_FLAG(int, cpu_threads, 16, "CPU backend threads.");
-ABSL_FLAG(double, copy_gbps, 4200, "Copy bandwidth ceiling (GB/s).");
-ABSL_FLAG(double, gemm_tflops, 700, "bf16 GEMM ceiling (TFLOP/s).");
+ABSL_FLAG(double, copy_gbps, 0,
+          "Copy bandwidth ceiling (GB/s); 0 = measured in this run.");
+ABSL_FLAG(double, gemm_tflops, 0,
+          "bf16 GEMM ceiling (TFLOP/s); 0 = measured in this run.");
+ABSL_FLAG(int, ab_rounds, 2,
+          "Interleaved rounds of the GEMM autotuning A/B (0 = off).");
+ABSL_FLAG(bool, serving, true,
+          "Also time the serving step with device and host sampling.");
+ABSL_FLAG(bool, ttft, true, "Also time TTFT.");
+ABSL_FLAG(std::string, label, "", "Checkpoint label of the ROOFLINE rows.");
 
 namespace radixkv::worker {
 namespace {
@@ -109,6 +122,8 @@ ForwardBatch DecodeBatch(int B, int ctx, int64_t stride, int32_t vocab,
 // What every decode measurement shares. Sequence s owns the slots
 // [s * stride, s * stride + stride).
 struct DecodeSetup {
+  double copy_gbps = 0;  // ceilings of this run
+  double gemm_tflops = 0;
   int ctx = 0;
   int steps = 0;
   int64_t stride = 0;
@@ -121,6 +136,8 @@ struct Row {
   int b;
   double graph_ms, eager_ms, tok_s, attn_ms, gemm_ms, floor_ms, vendor_ms,
       streaming_ms, serve_device_ms, serve_host_ms;
+  // GEMM autotuning arm (-1 = not run): graph step, GEMMs-only replay.
+  double tuned_ms = -1, tuned_gemm_ms = -1;
 };
 
 // Median seconds of a greedy decode step on the device (3 warm-up steps).
@@ -193,20 +210,34 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
     sampling[b].seed = sp.seed;
     sampling[b].host_sampler = host_samplers.back().get();
   }
+  const bool serving = absl::GetFlag(FLAGS_serving);
   const double serve_device =
-      TimeServing(e, steps, sampling, rows_default, true);
+      serving ? TimeServing(e, steps, sampling, rows_default, true) : -1;
   const double serve_host =
-      TimeServing(e, steps, sampling, rows_default, false);
-  const double graph = TimeDecode(e, steps, true, rows_default);
+      serving ? TimeServing(e, steps, sampling, rows_default, false) : -1;
+  // Default GEMM rule (A) and autotuned GEMMs (B), interleaved; each arm's
+  // best median over the rounds.
+  double graph = TimeDecode(e, steps, true, rows_default);
   if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
   auto attn = e.TimeAttentionOnly(20);
   auto gemm = e.TimeGemmsOnly(20);
+  double tuned = -1, tuned_gemm = -1;
+  for (int r = 0; r < absl::GetFlag(FLAGS_ab_rounds); ++r) {
+    e.set_gemm_autotune(true);
+    const double t = TimeDecode(e, steps, true, rows_default);
+    if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
+    auto g = e.TimeGemmsOnly(20);
+    tuned = tuned < 0 ? t : std::min(tuned, t);
+    if (g.ok()) tuned_gemm = tuned_gemm < 0 ? *g : std::min(tuned_gemm, *g);
+    e.set_gemm_autotune(false);
+    if (r > 0)
+      graph = std::min(graph, TimeDecode(e, steps, true, rows_default));
+  }
   const double bytes =
       e.weight_bytes() + B * (d.ctx + 1) * d.kv_bytes_per_token;
   const double flops = 2.0 * d.params * B;
   const double floor_s =
-      std::max(bytes / (absl::GetFlag(FLAGS_copy_gbps) * 1e9),
-               flops / (absl::GetFlag(FLAGS_gemm_tflops) * 1e12));
+      std::max(bytes / (d.copy_gbps * 1e9), flops / (d.gemm_tflops * 1e12));
   return {B,
           graph * 1e3,
           eager * 1e3,
@@ -217,7 +248,9 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
           vendor * 1e3,
           streaming * 1e3,
           serve_device * 1e3,
-          serve_host * 1e3};
+          serve_host * 1e3,
+          tuned > 0 ? tuned * 1e3 : -1,
+          tuned_gemm > 0 ? tuned_gemm * 1e3 : -1};
 }
 
 // Seconds of one prefill of `total` prompt tokens at slots slot0 + [0,
@@ -270,6 +303,31 @@ CpuNumbers MeasureCpu(const std::string& dir, int ctx, int64_t stride,
   return n;
 }
 
+// The roofline table: ceilings of this run, the floor, each arm's step and
+// floor / step. Rows start with "| <label> |" for roofline_run.sh.
+void PrintRoofline(const std::vector<Row>& rows, const DecodeSetup& d,
+                   double weight_gb) {
+  const std::string label = absl::GetFlag(FLAGS_label);
+  std::printf(
+      "\nROOFLINE (%s: weights %.2f GB; copy %.0f GB/s, bf16 GEMM %.0f "
+      "TFLOP/s measured in this run; floor = max((weights + KV read) / "
+      "copy, 2 params B / GEMM); A = default GEMM rule, B = autotuned GEMMs)\n"
+      "| checkpoint | batch | floor ms | step ms A | floor/step A | step ms B "
+      "| floor/step B | B / A | GEMMs ms A | GEMMs ms B | GEMM GB/s A | GEMM "
+      "GB/s B |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      label.c_str(), weight_gb, d.copy_gbps, d.gemm_tflops);
+  for (const Row& r : rows) {
+    std::printf(
+        "| %s | %d | %.3f | %.3f | %.2f | %.3f | %.2f | %.3f | %.3f | %.3f | "
+        "%.0f | %.0f |\n",
+        label.c_str(), r.b, r.floor_ms, r.graph_ms, r.floor_ms / r.graph_ms,
+        r.tuned_ms, r.tuned_ms > 0 ? r.floor_ms / r.tuned_ms : -1,
+        r.tuned_ms > 0 ? r.tuned_ms / r.graph_ms : -1, r.gemm_ms,
+        r.tuned_gemm_ms, weight_gb / r.gemm_ms * 1e3,
+        r.tuned_gemm_ms > 0 ? weight_gb / r.tuned_gemm_ms * 1e3 : -1);
+  }
+}
+
 void PrintTables(const std::vector<Row>& rows, int ctx, int32_t small_rows) {
   std::printf(
       "\nSUMMARY (bf16, page_size 16, context %d, H200; small-batch GEMM for "
@@ -290,6 +348,7 @@ void PrintTables(const std::vector<Row>& rows, int ctx, int32_t small_rows) {
         100 * std::max(0.0, r.eager_ms - r.graph_ms) / r.eager_ms, r.floor_ms,
         r.floor_ms / r.graph_ms, r.vendor_ms, r.streaming_ms);
   }
+  if (!absl::GetFlag(FLAGS_serving)) return;
   std::printf(
       "\nServing step (ForwardSample, temperature 0.7, top-k 50, top-p 0.9, "
       "graphs)\n| batch | device sampling ms | host sampling ms (logits "
@@ -300,7 +359,30 @@ void PrintTables(const std::vector<Row>& rows, int ctx, int32_t small_rows) {
   }
 }
 
+// TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached;
+// the first run of each is a warm-up.
+void PrintTtft(GpuModelExecutor& e, int64_t base) {
+  const int ttft_prompt = absl::GetFlag(FLAGS_ttft_prompt);
+  const int ttft_prefix = absl::GetFlag(FLAGS_ttft_prefix);
+  std::vector<double> cold, warm;
+  for (int r = 0; r < 4; ++r) {
+    cold.push_back(TimePrefill(e, base, 0, ttft_prompt));
+    warm.push_back(TimePrefill(e, base, ttft_prefix, ttft_prompt));
+  }
+  cold.erase(cold.begin());
+  warm.erase(warm.begin());
+  std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
+              ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);
+}
+
 int Main() {
+  // Ceilings first, before the executor takes the device memory.
+  absl::StatusOr<gpu::DeviceCeilings> ceilings = gpu::MeasureDeviceCeilings();
+  Check(ceilings.status(), "ceilings");
+  std::printf(
+      "ceilings: d2d copy %.0f GB/s (read + write, 2 GiB), bf16 GEMM "
+      "%.0f TFLOP/s (8192^3 cuBLAS, random data)\n",
+      ceilings->copy_gbps, ceilings->gemm_tflops);
   const std::string dir = absl::GetFlag(FLAGS_model_dir);
   std::vector<int> batches;
   for (absl::string_view p :
@@ -312,7 +394,6 @@ int Main() {
   const int ctx = absl::GetFlag(FLAGS_context);
   const int steps = absl::GetFlag(FLAGS_decode_steps);
   const int ttft_prompt = absl::GetFlag(FLAGS_ttft_prompt);
-  const int ttft_prefix = absl::GetFlag(FLAGS_ttft_prefix);
 
   GpuModelExecutorOptions o;
   o.model_dir = dir;
@@ -337,6 +418,12 @@ int Main() {
       e.uses_tensor_core_attention() ? "tensor-core" : "generic");
 
   DecodeSetup d;
+  d.copy_gbps = absl::GetFlag(FLAGS_copy_gbps) > 0
+                    ? absl::GetFlag(FLAGS_copy_gbps)
+                    : ceilings->copy_gbps;
+  d.gemm_tflops = absl::GetFlag(FLAGS_gemm_tflops) > 0
+                      ? absl::GetFlag(FLAGS_gemm_tflops)
+                      : ceilings->gemm_tflops;
   d.ctx = ctx;
   d.steps = steps;
   d.stride = (ctx + steps + 64 + 15) / 16 * 16;
@@ -350,24 +437,12 @@ int Main() {
   std::vector<Row> rows;
   for (int B : batches) rows.push_back(MeasureBatch(e, B, d));
 
-  // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached;
-  // the first run of each is a warm-up.
-  const int64_t base = int64_t{max_b} * d.stride + 64;
-  std::vector<double> cold, warm;
-  for (int r = 0; r < 4; ++r) {
-    cold.push_back(TimePrefill(e, base, 0, ttft_prompt));
-    warm.push_back(TimePrefill(e, base, ttft_prefix, ttft_prompt));
-  }
-  cold.erase(cold.begin());
-  warm.erase(warm.begin());
-
   CpuNumbers cpu;
   if (absl::GetFlag(FLAGS_cpu))
     cpu = MeasureCpu(dir, ctx, d.stride, c.vocab_size);
 
   PrintTables(rows, ctx, o.small_batch_gemm_max_rows);
-  std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
-              ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);
+  if (absl::GetFlag(FLAGS_ttft)) PrintTtft(e, int64_t{max_b} * d.stride + 64);
   if (cpu.decode_ms > 0) {
     std::printf(
         "CPU backend (fp32, %d threads): B=1 decode step %.1f ms "
@@ -375,6 +450,9 @@ int Main() {
         absl::GetFlag(FLAGS_cpu_threads), cpu.decode_ms, 1e3 / cpu.decode_ms,
         cpu.prefill_tok_s);
   }
+  std::printf("\nGEMM autotuning choices (gpu_gemm_tuner.h):\n%s",
+              e.gemm_tuning().c_str());
+  PrintRoofline(rows, d, e.weight_bytes() / 1e9);
   return 0;
 }
 

@@ -175,6 +175,11 @@ absl::Status GpuModelExecutor::Impl::Allocate(GpuModelExecutor& e) {
                                                    num_sms, &memory, &workspace,
                                                    &e.workspace_bytes_));
   gemm.BindWorkspace(workspace.blas, workspace.blas_bytes);
+  // The logits buffer is written only by the LM head after the last layer:
+  // free for the tuner's timed candidates of the residual GEMMs.
+  gemm.BindTuningScratch(workspace.logits,
+                         static_cast<size_t>(o.max_logit_rows) * c.vocab_size);
+  gemm.set_autotune(o.gemm_autotune);
   absl::StatusOr<gpu::GpuKvPool> p =
       gpu::AllocateKvPool(o, c, e.tc_attention_, &memory, &e.workspace_bytes_);
   if (!p.ok()) return p.status();
@@ -248,6 +253,16 @@ void GpuModelExecutor::set_small_batch_gemm_max_rows(int32_t rows) {
   impl_->gemm.set_small_batch_max_rows(options_.small_batch_gemm_max_rows);
   // Captured graphs hold the previous choice: drop them.
   impl_->graphs.Clear();
+}
+
+void GpuModelExecutor::set_gemm_autotune(bool on) {
+  options_.gemm_autotune = on;
+  impl_->gemm.set_autotune(on);
+  impl_->graphs.Clear();
+}
+
+std::string GpuModelExecutor::gemm_tuning() const {
+  return impl_->gemm.DescribeTuning();
 }
 
 int GpuModelExecutor::num_graphs() const { return impl_->graphs.size(); }

@@ -76,6 +76,11 @@ struct GpuModelExecutorOptions {
   // Default 2 from the H200 sweep in docs/perf.md (faster at 1-2 rows,
   // slower from 4: every weight chunk re-reads `rows` activation chunks).
   int32_t small_batch_gemm_max_rows = 2;
+  // Per-shape GEMM autotuning (gpu_gemm_tuner.h): the first eager step of a
+  // decode bucket times GemmEx, the weight-streaming kernel and cuBLASLt's
+  // heuristic and split-K algorithms for each of its GEMM shapes and keeps
+  // the fastest (a few ms per new bucket). Off: the rule above.
+  bool gemm_autotune = false;
   // CUDA/HIP device ordinal.
   int device_id = 0;
 };
@@ -155,6 +160,11 @@ class GpuModelExecutor final : public ModelExecutor {
   // Changes small_batch_gemm_max_rows for later steps (benchmarks); drops
   // the captured graphs.
   void set_small_batch_gemm_max_rows(int32_t rows);
+  // Turns GEMM autotuning on or off for later steps (benchmarks: both arms
+  // in one process); drops the captured graphs, keeps the tuned choices.
+  void set_gemm_autotune(bool on);
+  // The tuned GEMM shapes and their choices, one line each.
+  std::string gemm_tuning() const;
   // Turns decode graphs on or off for later steps (captured graphs stay).
   void set_use_graphs(bool on) { options_.use_graphs = on; }
   // Number of captured graphs and how the last step ran.

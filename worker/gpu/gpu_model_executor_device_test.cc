@@ -12,7 +12,10 @@
 //     executor's greedy tokens; seeded sampling reproduces per seed;
 //   - the tensor-core attention path (worker/kernels/hip, head_dim 64) vs the
 //     generic kernel, on a random checkpoint (RADIXKV_TC_MODEL_DIR, written by
-//     make_random_checkpoint).
+//     make_random_checkpoint);
+//   - autotuned GEMMs (gpu_gemm_tuner.h: GemmEx, the streaming kernel,
+//     cuBLASLt with split-K) vs the default GEMM rule and vs fp32, on the
+//     same checkpoint, prefill and decode at power-of-two row counts.
 // Needs RADIXKV_SHARED_DIR (the folder with golden/). Prints its seed.
 #include <algorithm>
 #include <cmath>
@@ -878,6 +881,68 @@ TEST(GpuExecutor, TensorCoreAttentionMatchesGenericKernel) {
   std::printf("small-batch GEMM vs vendor GEMM (bf16): rel_l2 %.3g\n",
               rel_gemv);
   EXPECT_LE(rel_gemv, 5e-3);
+}
+
+// ------------------------------------------------------ GEMM autotuning
+
+// Every tuned row count of this test is a power of two: a 16 x 32-token
+// prefill (M = 512) and 16-sequence decode steps (M = 16, a graph after
+// its first eager step), the LM head over 16 rows. Teacher-forced on the
+// default arm's tokens; logits of each step against the default arm
+// (relative L2 <= 5e-3: only summation orders differ) and against fp32.
+TEST(GpuExecutor, GemmAutotuneMatchesDefaultGemm) {
+  const char* dir = std::getenv("RADIXKV_TC_MODEL_DIR");
+  ASSERT_NE(dir, nullptr) << "set RADIXKV_TC_MODEL_DIR";
+  auto base = MakeGpu(dir, DType::kBF16);
+  auto tuned = MakeGpu(dir, DType::kBF16);
+  auto f32 = MakeGpu(dir, DType::kF32);
+  ASSERT_NE(base, nullptr);
+  ASSERT_NE(tuned, nullptr);
+  ASSERT_NE(f32, nullptr);
+  tuned->set_gemm_autotune(true);
+  const int32_t V = base->config().vocab_size;
+  const uint32_t seed = std::random_device{}();
+  std::printf("GemmAutotune seed=%u\n", seed);
+  std::mt19937 rng(seed);
+  constexpr int kSeqs = 16, kLen = 32;
+  std::vector<std::vector<int32_t>> prompts(kSeqs, std::vector<int32_t>(kLen));
+  for (auto& p : prompts) {
+    for (auto& t : p) t = 3 + rng() % (V - 3);
+  }
+  double rel_base = 0, rel_f32 = 0;
+  auto compare = [&](const ForwardBatch& b) {
+    std::vector<float> lb, lt, lf;
+    ASSERT_TRUE(base->Forward(b, &lb).ok());
+    ASSERT_TRUE(tuned->Forward(b, &lt).ok());
+    ASSERT_TRUE(f32->Forward(b, &lf).ok());
+    for (float v : lt) ASSERT_TRUE(std::isfinite(v));
+    rel_base = std::max(rel_base, RelL2(lt, lb));
+    rel_f32 = std::max(rel_f32, RelL2(lt, lf));
+  };
+  compare(PrefillBatch(prompts));
+  for (int step = 0; step < 4; ++step) {
+    ForwardBatch d;
+    d.is_decode = true;
+    d.qo_indptr = {0};
+    d.kv_indptr = {0};
+    for (int s = 0; s < kSeqs; ++s) {
+      const int pos = kLen + step;
+      d.input_ids.push_back(3 + rng() % (V - 3));
+      d.positions.push_back(pos);
+      d.out_cache_loc.push_back(s * 256 + pos);
+      for (int i = 0; i <= pos; ++i) d.kv_indices.push_back(s * 256 + i);
+      d.qo_indptr.push_back(s + 1);
+      d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
+    }
+    compare(d);
+  }
+  std::printf("GEMM autotune vs default (bf16): rel_l2 %.3g; vs fp32: %.3g\n",
+              rel_base, rel_f32);
+  std::printf("%s", tuned->gemm_tuning().c_str());
+  EXPECT_FALSE(tuned->gemm_tuning().empty());
+  EXPECT_TRUE(tuned->last_step().graph_replayed);
+  EXPECT_LE(rel_base, 5e-3);
+  EXPECT_LE(rel_f32, 3e-2);
 }
 
 }  // namespace

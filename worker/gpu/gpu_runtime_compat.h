@@ -1,7 +1,7 @@
 // Runtime names the GPU model backend needs beyond
 // worker/kernels/hip/hip_compat.h (owned by the kernels): graphs, device
-// selection and memory info. HIP names, mapped to CUDA on NVIDIA builds;
-// on hipcc the HIP runtime provides them directly.
+// selection, memory info and the capture status of a stream. HIP names, mapped
+// to CUDA on NVIDIA builds; on hipcc the HIP runtime provides them directly.
 #ifndef RADIXKV_WORKER_GPU_GPU_RUNTIME_COMPAT_H_
 #define RADIXKV_WORKER_GPU_GPU_RUNTIME_COMPAT_H_
 
@@ -21,6 +21,9 @@ using hipGraphExec_t = cudaGraphExec_t;
 #define hipSetDevice cudaSetDevice
 #define hipMemGetInfo cudaMemGetInfo
 #define hipErrorOutOfMemory cudaErrorMemoryAllocation
+using hipStreamCaptureStatus = cudaStreamCaptureStatus;
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #endif
 
 #endif  // RADIXKV_WORKER_GPU_GPU_RUNTIME_COMPAT_H_
