@@ -12,12 +12,13 @@ reports ratios measured side by side on one machine.
 A step is model(input_ids [B, 1], position_ids, cache_position) + argmax of
 the last logits, timed on the host around torch.cuda.synchronize() (as
 gpu_model_benchmark times its steps: wall clock, token ids on the device).
-The cache is filled with random values (the contents do not change the
-work: StaticCache attends over all max_cache_len = context + 1 positions
-with a mask). Offline: nothing is downloaded (HF_HUB_OFFLINE=1).
+The first `context` positions of the cache are filled with random values
+(the contents do not change the work: StaticCache attends over all
+max_cache_len = context + 1 positions with a mask). Offline: nothing is downloaded (HF_HUB_OFFLINE=1).
 
   python3 tools/gpu/hf_anchor.py --model_dir=/tmp/bench-model \
       [--batches=1,16,64,256] [--context=1024] [--steps=32] [--out=FILE]
+      [--label=NAME] [--dynamic_batch]
 
 Prints one table row per batch size (median step ms, p10/p90, tokens/s,
 compile seconds) and, with --out, writes the rows as JSON lines
@@ -66,31 +67,36 @@ def cache_tensors(cache):
     return out
 
 
-def time_batch(model, batch, context, steps, vocab):
-    """Median / p10 / p90 step seconds and compile seconds at one batch."""
+def time_batch(model, step, batch, context, steps, vocab):
+    """Median / p10 / p90 step seconds and compile seconds at one batch;
+    `step` is the compiled model.forward."""
     dev = model.device
-    cache = make_cache(model, batch, context + 1)
+    # Where forward takes cache_position, every step writes position
+    # `context` of a context + 1 cache (radixkv's shape); otherwise the cache
+    # infers it from the filled length, one more each step.
+    explicit = "cache_position" in inspect.signature(model.forward).parameters
+    cache = make_cache(model, batch,
+                       context + 1 if explicit else context + steps + 8)
     gen = torch.Generator(device=dev).manual_seed(1000 + batch)
     ids = torch.randint(3, vocab, (steps + 4, batch, 1), device=dev,
                         generator=gen)
     pos = torch.full((batch, 1), context, dtype=torch.long, device=dev)
     cache_position = torch.tensor([context], dtype=torch.long, device=dev)
-    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
 
     def run(i, fn=step):
-        out = fn(input_ids=ids[i], position_ids=pos,
-                 cache_position=cache_position, past_key_values=cache,
-                 use_cache=True)
+        kw = {"cache_position": cache_position} if explicit else {}
+        out = fn(input_ids=ids[i], position_ids=pos, past_key_values=cache,
+                 use_cache=True, **kw)
         return out.logits[:, -1, :].argmax(dim=-1)
 
     t0 = time.perf_counter()
-    with torch.inference_mode():
+    with torch.no_grad():  # as generate() runs its compiled forward
         # One eager step first: transformers 5 allocates StaticCache layers
         # lazily on their first update, outside the compiled graph.
         run(0, model.forward)
         filled = 0
-        for t in cache_tensors(cache):
-            t.normal_(0.0, 1.0, generator=gen)
+        for t in cache_tensors(cache):  # [batch, kv_heads, length, dim]
+            t[:, :, :context].normal_(0.0, 1.0, generator=gen)
             filled += 1
         for i in range(0, 4):  # compiles, CUDA graph warm-up and recording
             run(i)
@@ -116,6 +122,10 @@ def main():
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--out", default="")
     p.add_argument("--label", default="", help="checkpoint label for --out")
+    p.add_argument("--dynamic_batch", action="store_true",
+                   help="compile once with a dynamic batch dimension (B = 1 "
+                   "is still specialized) instead of once per batch size; "
+                   "CUDA graphs are still recorded per shape")
     a = p.parse_args()
 
     torch._dynamo.config.cache_size_limit = 64
@@ -124,7 +134,9 @@ def main():
     torch._dynamo.config.automatic_dynamic_shapes = False
     torch.backends.cuda.matmul.allow_tf32 = False
     t0 = time.perf_counter()
-    kw = {"attn_implementation": "sdpa", "local_files_only": True}
+    # device_map loads the tensors straight onto the GPU (accelerate).
+    kw = {"attn_implementation": "sdpa", "local_files_only": True,
+          "device_map": "cuda"}
     try:  # transformers 5 names it dtype, 4 torch_dtype
         model = LlamaForCausalLM.from_pretrained(a.model_dir,
                                                  dtype=torch.bfloat16, **kw)
@@ -141,16 +153,33 @@ def main():
           f"{a.model_dir}: {cfg.num_hidden_layers} layers, hidden "
           f"{cfg.hidden_size}, vocab {cfg.vocab_size}, {weights / 1e9:.2f} GB "
           f"bf16, load {load_s:.1f} s", flush=True)
-    print(f"\nHF transformers + torch.compile (reduce-overhead = CUDA graphs), "
-          f"StaticCache, sdpa, context {a.context}, median of {a.steps} steps")
+    dynamic = bool(a.dynamic_batch)
+    step = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True,
+                         dynamic=dynamic)
+    print(f"\nHF transformers + torch.compile (reduce-overhead = CUDA graphs, "
+          f"{'dynamic' if dynamic else 'static'} batch), StaticCache, sdpa, "
+          f"context {a.context}, median of {a.steps} steps")
     print("| batch | step ms | p10 ms | p90 ms | output tok/s | compile + "
           "warm-up s | cache tensors filled |")
     print("|---|---|---|---|---|---|---|", flush=True)
     rows = []
     for b in [int(x) for x in a.batches.split(",") if x.strip()]:
         try:
-            med, p10, p90, comp, filled = time_batch(model, b, a.context,
-                                                     a.steps, cfg.vocab_size)
+            try:
+                med, p10, p90, comp, filled = time_batch(
+                    model, step, b, a.context, a.steps, cfg.vocab_size)
+            except Exception as e:
+                if not dynamic:
+                    raise
+                # A dynamic-batch graph transformers cannot trace: static.
+                print(f"(B = {b}: dynamic batch failed, {type(e).__name__}: "
+                      f"{str(e)[:200]}; static compile)", flush=True)
+                torch._dynamo.reset()
+                dynamic = False
+                step = torch.compile(model.forward, mode="reduce-overhead",
+                                     fullgraph=True, dynamic=False)
+                med, p10, p90, comp, filled = time_batch(
+                    model, step, b, a.context, a.steps, cfg.vocab_size)
         except Exception as e:  # report and keep the other batch sizes
             print(f"| {b} | failed: {type(e).__name__}: {e} |", flush=True)
             torch.cuda.empty_cache()
