@@ -147,7 +147,7 @@ rm -rf "${M8}"
     f="${LOG}/bench-${label}.log"
     [[ -f "${f}" ]] || continue
     echo "== bench ${label}"
-    grep -E "^(ceilings|model|prefilled|WARNING|TTFT)" "${f}"
+    grep -E "^(ceilings|model|prefilled|WARNING|TTFT|decode B=)" "${f}"
     grep -E "^gemm m=" "${f}" | head -24
     tail -3 "${f}" | grep -v "^|" || true
   done

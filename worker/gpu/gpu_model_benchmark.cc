@@ -141,22 +141,36 @@ struct Row {
 };
 
 // Median seconds of a greedy decode step on the device (3 warm-up steps).
-double TimeDecode(GpuModelExecutor& e, const std::vector<ForwardBatch>& steps,
-                  bool graphs, int32_t small_rows) {
+// Median seconds of a greedy decode step on the device (3 warm-up steps);
+// the first failing step's status.
+absl::StatusOr<double> TryTimeDecode(GpuModelExecutor& e,
+                                     const std::vector<ForwardBatch>& steps,
+                                     bool graphs, int32_t small_rows) {
   std::vector<GpuSamplingParams> params(steps[0].qo_indptr.size() - 1);
   std::vector<int32_t> tokens;
   e.set_small_batch_gemm_max_rows(small_rows);
   e.set_use_graphs(graphs);
   for (int w = 0; w < 3; ++w) {
-    Check(e.ForwardSample(steps[0], params, &tokens), "warm-up");
+    if (absl::Status s = e.ForwardSample(steps[0], params, &tokens); !s.ok()) {
+      return s;
+    }
   }
   std::vector<double> t;
   for (const ForwardBatch& b : steps) {
     auto a = Clock::now();
-    Check(e.ForwardSample(b, params, &tokens), "decode");
+    if (absl::Status s = e.ForwardSample(b, params, &tokens); !s.ok()) {
+      return s;
+    }
     t.push_back(Seconds(a));
   }
   return Median(t);
+}
+
+double TimeDecode(GpuModelExecutor& e, const std::vector<ForwardBatch>& steps,
+                  bool graphs, int32_t small_rows) {
+  absl::StatusOr<double> t = TryTimeDecode(e, steps, graphs, small_rows);
+  Check(t.status(), "decode");
+  return *t;
 }
 
 // Median seconds of the serving path (ModelExecutor::ForwardSample, as the
@@ -224,7 +238,15 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
   double tuned = -1, tuned_gemm = -1;
   for (int r = 0; r < absl::GetFlag(FLAGS_ab_rounds); ++r) {
     e.set_gemm_autotune(true);
-    const double t = TimeDecode(e, steps, true, rows_default);
+    // A failing tuned arm is reported and dropped; arm A stands.
+    absl::StatusOr<double> tt = TryTimeDecode(e, steps, true, rows_default);
+    if (!tt.ok()) {
+      std::printf("WARNING: autotuned arm, B = %d: %s\n", B,
+                  tt.status().ToString().c_str());
+      e.set_gemm_autotune(false);
+      break;
+    }
+    const double t = *tt;
     if (!e.last_step().graph_replayed) std::printf("WARNING: no graph\n");
     auto g = e.TimeGemmsOnly(20);
     tuned = tuned < 0 ? t : std::min(tuned, t);
@@ -238,6 +260,10 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
   const double flops = 2.0 * d.params * B;
   const double floor_s =
       std::max(bytes / (d.copy_gbps * 1e9), flops / (d.gemm_tflops * 1e12));
+  // Progress line: a run cut short by its timeout still shows the arms.
+  std::printf("decode B=%d: floor %.3f ms, A %.3f ms, B (autotuned) %.3f ms\n",
+              B, floor_s * 1e3, graph * 1e3, tuned * 1e3);
+  std::fflush(stdout);
   return {B,
           graph * 1e3,
           eager * 1e3,
@@ -376,6 +402,9 @@ void PrintTtft(GpuModelExecutor& e, int64_t base) {
 }
 
 int Main() {
+  // Line-buffered even into a log file: a run cut short by a timeout keeps
+  // every line printed so far.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // Ceilings first, before the executor takes the device memory.
   absl::StatusOr<gpu::DeviceCeilings> ceilings = gpu::MeasureDeviceCeilings();
   Check(ceilings.status(), "ceilings");
