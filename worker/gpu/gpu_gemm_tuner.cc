@@ -141,8 +141,7 @@ struct Launch {
   hipStream_t stream;
   BlasHandle blas;
   DType dtype;
-  void* lt_handle;  // cublasLtHandle_t
-  void* lt_op;      // cublasLtMatmulDesc_t
+  const GemmTuner::Lt* lt;
   void* workspace;
 
   bool operator()(Kind kind, const LtShape& s, const void* a, const void* w,
@@ -157,10 +156,8 @@ struct Launch {
       case Kind::kLt: {
 #if !defined(RADIXKV_GPU_AMD)
         const float alpha = 1.0f;
-        return cublasLtMatmul(static_cast<cublasLtHandle_t>(lt_handle),
-                              static_cast<cublasLtMatmulDesc_t>(lt_op), &alpha,
-                              w, s.w, a, s.a, &beta, c, s.c, c, s.c, &s.algo,
-                              workspace, s.workspace,
+        return cublasLtMatmul(lt->handle, lt->op, &alpha, w, s.w, a, s.a, &beta,
+                              c, s.c, c, s.c, &s.algo, workspace, s.workspace,
                               stream) == CUBLAS_STATUS_SUCCESS;
 #else
         return false;
@@ -191,15 +188,7 @@ absl::StatusOr<bool> GemmTuner::Run(const void* a, const void* w, float* c,
     if (!tuned.ok()) return tuned.status();
     plan = *tuned;
   }
-  const Launch launch {
-    stream_, blas_, dtype_,
-#if !defined(RADIXKV_GPU_AMD)
-        lt_->handle, lt_->op,
-#else
-        nullptr, nullptr,
-#endif
-        workspace_
-  };
+  const Launch launch{stream_, blas_, dtype_, lt_.get(), workspace_};
   if (!launch(plan->kind, plan->lt, a, w, c, m, n, k, beta)) {
     return absl::InternalError(absl::StrCat(
         KindName(plan->kind), " GEMM failed M=", m, " N=", n, " K=", k));
@@ -303,15 +292,7 @@ absl::StatusOr<GemmTuner::Plan*> GemmTuner::Tune(const Key& key, const void* a,
   const auto [m, n, k, accumulate] = key;
   auto plan = std::make_unique<Plan>();
   float* out = accumulate ? scratch_ : c;
-  const Launch launch {
-    stream_, blas_, dtype_,
-#if !defined(RADIXKV_GPU_AMD)
-        lt_->handle, lt_->op,
-#else
-        nullptr, nullptr,
-#endif
-        workspace_
-  };
+  const Launch launch{stream_, blas_, dtype_, lt_.get(), workspace_};
   hipEvent_t start = nullptr, stop = nullptr;
   hipEventCreate(&start);
   hipEventCreate(&stop);

@@ -70,6 +70,9 @@ class GemmTuner {
   // candidates)", for benchmark logs.
   std::string Describe() const;
 
+  // cuBLASLt state (NVIDIA builds; empty on AMD), defined in the .cc.
+  struct Lt;
+
  private:
   struct Plan;
   using Key = std::tuple<int64_t, int64_t, int64_t, bool>;
@@ -83,7 +86,6 @@ class GemmTuner {
   size_t workspace_bytes_ = 0;
   float* scratch_ = nullptr;
   size_t scratch_floats_ = 0;
-  struct Lt;
   std::unique_ptr<Lt> lt_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
