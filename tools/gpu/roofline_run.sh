@@ -52,6 +52,9 @@ stamp() { echo "[$((SECONDS - T0)) s] $*" | tee -a "${W}/steps.txt"; }
 
 [[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
 [[ -f "${R}/bin.tar.xz" ]] && tar -xJf "${R}/bin.tar.xz" -C "${R}"
+# The staged Debian libraries are for the binaries; python3 (torch) gets
+# the machine's own (PY_ENV).
+PY_ENV=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 export LD_LIBRARY_PATH="${PWD}/${R}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export RADIXKV_SHARED_DIR="${PWD}/${R}/shared"
 B="${R}/bin"
@@ -114,7 +117,7 @@ if [[ "${SKIP}" != *,anchor,* ]]; then
     IFS=: read -r label dir t <<<"${entry}"
     [[ -f "${dir}/config.json" ]] || continue
     (($(left) > 60)) || { stamp "anchor ${label} skipped (budget)"; continue; }
-    timeout "$(cap "${t}")" python3 tools/gpu/hf_anchor.py --model_dir="${dir}" \
+    timeout "$(cap "${t}")" "${PY_ENV[@]}" python3 tools/gpu/hf_anchor.py --model_dir="${dir}" \
       --batches="${BATCHES}" --label="${label}" --out="${W}/anchor.jsonl" \
       ${dyn} >>"${LOG}/anchor.log" 2>&1
     rc[anchor_${label}]=$?
@@ -152,7 +155,7 @@ rm -rf "${M8}"
     tail -3 "${f}" | grep -v "^|" || true
   done
   [[ -f "${LOG}/anchor.log" ]] && { echo "== anchor"; grep -E "^hf_anchor|^\| [0-9]|Error|error" "${LOG}/anchor.log" | head -20; }
-  python3 tools/gpu/roofline_summary.py "${LOG}" "${W}/anchor.jsonl"
+  "${PY_ENV[@]}" python3 tools/gpu/roofline_summary.py "${LOG}" "${W}/anchor.jsonl"
   for k in "${!rc[@]}"; do echo "step ${k}: rc=${rc[$k]}"; done
 } 2>&1 | tee "${LOG}/summary.txt"
 status=0
