@@ -8,6 +8,7 @@
 #include "model/testing/shared_test_data.h"
 #include "model/tokenizer/incremental_detokenizer.h"
 #include "model/tokenizer/sentencepiece_tokenizer.h"
+#include "model/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace radixkv::model {
@@ -17,22 +18,7 @@ using Json = nlohmann::json;
 
 // True if `s` is well-formed UTF-8 without U+FFFD.
 bool IsCleanUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    int n = c < 0x80           ? 1
-            : (c >> 5) == 0x6  ? 2
-            : (c >> 4) == 0xE  ? 3
-            : (c >> 3) == 0x1E ? 4
-                               : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (int k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
-    }
-    if (s.compare(i, n, "\xEF\xBF\xBD") == 0) return false;
-    i += n;
-  }
-  return true;
+  return utf8::IsValid(s) && s.find("\xEF\xBF\xBD") == std::string::npos;
 }
 
 class TokenizerGoldenTest : public ::testing::Test {

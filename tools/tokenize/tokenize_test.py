@@ -15,20 +15,13 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 BINARY = None
 TOKENIZERS = ("llama3-bpe", "qwen2-bpe", "gpt2-bytelevel", "llama2-spm-fast")
 
 
-def find_binary():
-    root = os.environ.get("RADIXKV_REPO_ROOT")
-    candidates = [os.path.join(root, "tools/tokenize/tokenize")] if root else []
-    candidates.append(os.path.join(HERE, "tokenize"))
-    candidates.append(os.path.join(HERE, "../../bazel-bin/tools/tokenize/tokenize"))
-    for c in candidates:
-        if os.path.exists(c):
-            return c
-    sys.exit("tokenize binary not found (tried %s)" % candidates)
+# The runfiles tree under Bazel (tests/run_python_test.sh), else the
+# repository with bazel-bin.
+ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
 
 
 def shared_dir():
@@ -197,5 +190,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokenize")
     args, rest = parser.parse_known_args()
-    BINARY = args.tokenize or find_binary()
+    BINARY = args.tokenize or (
+        os.path.join(ROOT, "tools/tokenize/tokenize")
+        if "RADIXKV_REPO_ROOT" in os.environ
+        else os.path.join(ROOT, "bazel-bin/tools/tokenize/tokenize"))
     unittest.main(argv=[sys.argv[0]] + rest)
