@@ -1,5 +1,5 @@
 // Rotary position embedding (RoPE) inverse frequencies of a LLaMA-family
-// model, shared by the CPU (worker/model/llama_model.cc) and GPU
+// model, shared by the CPU (worker/cpu/cpu_model_executor.cc) and GPU
 // (worker/gpu/gpu_model_executor.cc) executors.
 #ifndef RADIXKV_MODEL_ROPE_H_
 #define RADIXKV_MODEL_ROPE_H_

@@ -121,8 +121,12 @@ void Summarize(RunResult* r) {
   }
 }
 
-absl::StatusOr<std::string> HttpGet(const std::string& address,
-                                    const std::string& path) {
+namespace {
+
+// Sends `request` (a whole HTTP/1.0 request) and returns the body of the
+// response the server writes before closing.
+absl::StatusOr<std::string> HttpExchange(const std::string& address,
+                                         const std::string& request) {
   std::vector<std::string> hp = absl::StrSplit(address, ':');
   if (hp.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("bad address ", address));
@@ -144,8 +148,7 @@ absl::StatusOr<std::string> HttpGet(const std::string& address,
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("cannot connect to ", address));
   }
-  const std::string req =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
+  const std::string& req = request;
   if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
     ::close(fd);
     return absl::UnavailableError("write failed");
@@ -160,6 +163,25 @@ absl::StatusOr<std::string> HttpGet(const std::string& address,
     return absl::UnavailableError("malformed HTTP response");
   }
   return response.substr(body + 4);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> HttpGet(const std::string& address,
+                                    const std::string& path) {
+  return HttpExchange(
+      address,
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n"));
+}
+
+absl::StatusOr<std::string> HttpPostJson(const std::string& address,
+                                         const std::string& path,
+                                         const std::string& body) {
+  return HttpExchange(
+      address,
+      absl::StrCat("POST ", path, " HTTP/1.0\r\nHost: ", address,
+                   "\r\nContent-Type: application/json\r\nContent-Length: ",
+                   body.size(), "\r\n\r\n", body));
 }
 
 std::map<double, double> ParseRoutingLatencyBuckets(const std::string& text,

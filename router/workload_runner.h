@@ -130,6 +130,11 @@ std::string FormatJson(const std::vector<RunResult>& runs);
 // GET http://<address><path> (HTTP/1.0); the body. UNAVAILABLE on errors.
 absl::StatusOr<std::string> HttpGet(const std::string& address,
                                     const std::string& path);
+// POST of a JSON `body` to http://<address><path> (HTTP/1.0); the response
+// body whatever its status. UNAVAILABLE on errors.
+absl::StatusOr<std::string> HttpPostJson(const std::string& address,
+                                         const std::string& path,
+                                         const std::string& body);
 
 // Cumulative bucket counts {le seconds -> count} of
 // radixkv_router_routing_latency_seconds for `policy` in a Prometheus text

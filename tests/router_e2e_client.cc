@@ -76,6 +76,7 @@ Completion Run(radixkv::v1::Router::Stub* router,
   req.mutable_sampling()->set_max_new_tokens(options.max_new_tokens);
   req.mutable_sampling()->set_ignore_eos(true);
   req.set_disable_prefix_cache(options.disable_prefix_cache);
+  req.set_return_text(options.return_text);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
   if (!options.policy.empty()) {
@@ -89,6 +90,7 @@ Completion Run(radixkv::v1::Router::Stub* router,
                       chunk.token_ids().end());
     if (!chunk.worker_id().empty()) out.worker_id = chunk.worker_id();
     if (chunk.has_usage()) out.usage = chunk.usage();
+    if (options.return_text) out.text_deltas.push_back(chunk.text());
   }
   out.status = reader->Finish();
   return out;

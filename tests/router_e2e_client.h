@@ -39,6 +39,8 @@ struct Completion {
   std::vector<int32_t> tokens;
   std::string worker_id;
   radixkv::v1::Usage usage;
+  // The text delta of each streamed response (GenerateOptions.return_text).
+  std::vector<std::string> text_deltas;
 };
 
 struct GenerateOptions {
@@ -51,6 +53,8 @@ struct GenerateOptions {
   absl::Duration deadline = absl::Seconds(120);
   // GenerateRequest.model ("" = the one served).
   std::string model;
+  // GenerateRequest.return_text: stream text deltas too.
+  bool return_text = false;
 };
 
 // a followed by b.

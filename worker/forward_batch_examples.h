@@ -1,5 +1,5 @@
 // Test support: small valid ForwardBatch values for the batch-validation tests
-// of the CPU (worker/model) and GPU (worker/gpu) executors.
+// of the CPU (worker/cpu) and GPU (worker/gpu) executors.
 #ifndef RADIXKV_WORKER_FORWARD_BATCH_EXAMPLES_H_
 #define RADIXKV_WORKER_FORWARD_BATCH_EXAMPLES_H_
 

@@ -58,7 +58,7 @@ absl::StatusOr<SamplingParams> ParseSampling(
 
 absl::StatusOr<std::vector<int32_t>> ParsePrompt(
     const v1::GenerateRequest& request, const GenerateRequestLimits& limits,
-    const Tokenizer* tokenizer) {
+    const model::Tokenizer* tokenizer) {
   std::vector<int32_t> prompt;
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText: {
@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<int32_t>> ParsePrompt(
             limits.max_position_embeddings, " positions)"));
       }
       absl::StatusOr<std::vector<int32_t>> ids =
-          tokenizer->Encode(request.text(), /*add_bos=*/true);
+          tokenizer->Encode(request.text(), /*add_special_tokens=*/true);
       if (!ids.ok()) return ids.status();
       prompt = std::move(*ids);
       break;
@@ -129,7 +129,7 @@ absl::Status CheckFits(int64_t prompt_len, int32_t max_new_tokens,
 
 absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(
     const v1::GenerateRequest& request, const GenerateRequestLimits& limits,
-    const Tokenizer* tokenizer) {
+    const model::Tokenizer* tokenizer) {
   if (absl::Status model = CheckModel(request, limits.model_name);
       !model.ok()) {
     return model;

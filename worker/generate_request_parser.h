@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/tokenizer/tokenizer.h"
 #include "radixkv/v1/common.pb.h"
-#include "worker/model/tokenizer.h"
 #include "worker/sampler.h"
 
 namespace radixkv::worker {
@@ -55,7 +55,7 @@ struct ParsedGenerateRequest {
 // slots, in whole pages, exceed the pool. `tokenizer` may be nullptr.
 absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(
     const v1::GenerateRequest& request, const GenerateRequestLimits& limits,
-    const Tokenizer* tokenizer);
+    const model::Tokenizer* tokenizer);
 
 }  // namespace radixkv::worker
 

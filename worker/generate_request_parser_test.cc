@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "proto/prompt_text_limit.h"
 
 namespace radixkv::worker {
@@ -131,18 +132,19 @@ TEST(GenerateRequestParserTest, ModelDependentErrorsNameTheLimit) {
 }
 
 TEST(GenerateRequestParserTest, TextIsBoundedBeforeTokenizingThenEncoded) {
-  auto tokenizer = Tokenizer::Load("models/radixkv-demo-llama/tokenizer.model");
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto loaded = model::LoadTokenizer("models/radixkv-demo-llama");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const model::Tokenizer* tokenizer = loaded->tokenizer.get();
   GenerateRequestLimits limits = Limits();
-  limits.vocab_size = (*tokenizer)->vocab_size();
+  limits.vocab_size = tokenizer->vocab_size();
   v1::GenerateRequest request = Request({}, 4);
   request.set_text("The license");
   request.set_return_text(true);
   absl::StatusOr<ParsedGenerateRequest> parsed =
-      ParseGenerateRequest(request, limits, tokenizer->get());
+      ParseGenerateRequest(request, limits, tokenizer);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   absl::StatusOr<std::vector<int32_t>> expected =
-      (*tokenizer)->Encode("The license", /*add_bos=*/true);
+      tokenizer->Encode("The license", /*add_special_tokens=*/true);
   ASSERT_TRUE(expected.ok());
   EXPECT_EQ(parsed->prompt, *expected);
   EXPECT_TRUE(parsed->return_text);
@@ -151,7 +153,7 @@ TEST(GenerateRequestParserTest, TextIsBoundedBeforeTokenizingThenEncoded) {
       v1::MaxPromptTextBytes(limits.max_position_embeddings);
   request.set_text(std::string(max_bytes + 1, 'a'));
   absl::Status too_long =
-      ParseGenerateRequest(request, limits, tokenizer->get()).status();
+      ParseGenerateRequest(request, limits, tokenizer).status();
   EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(too_long.message(),
             absl::StrCat("prompt text of ", max_bytes + 1,

@@ -13,21 +13,23 @@
 #include <climits>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "process/process_lifecycle.h"
 #include "prometheus/registry.h"
 #include "spdlog/spdlog.h"
 #include "worker/cache_client.h"
 #include "worker/cpu/cpu_model_executor.h"
-#include "worker/model/tokenizer.h"
 #include "worker/scheduler.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
@@ -48,8 +50,9 @@ ABSL_FLAG(std::string, cache_service, "",
           "but every Generate fails with UNAVAILABLE.");
 ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
           "Hugging Face checkpoint directory (config.json, *.safetensors, "
-          "tokenizer.model); absolute, or relative to the working directory "
-          "or the Bazel runfiles.");
+          "tokenizer.json or tokenizer.model, tokenizer_config.json, "
+          "generation_config.json); absolute, or relative to the working "
+          "directory or the Bazel runfiles.");
 ABSL_FLAG(std::string, model_name, "",
           "Model name clients and the cache service use; empty = the "
           "basename of --model_dir.");
@@ -92,6 +95,7 @@ namespace {
 
 namespace process = radixkv::process;
 namespace worker = radixkv::worker;
+namespace model = radixkv::model;
 
 absl::Status ValidatePort(const char* name, int port) {
   if (port < 0 || port > 65535) {
@@ -315,13 +319,24 @@ int main(int argc, char** argv) {
                      executor.status().ToString());
     return 1;
   }
-  std::unique_ptr<worker::Tokenizer> tokenizer;
-  if (auto loaded = worker::Tokenizer::Load(model_dir + "/tokenizer.model");
+  // The tokenizer as the router loads it (tokenizer.json, else
+  // tokenizer.model); a checkpoint without one serves token-id prompts, one
+  // whose tokenizer does not load is refused.
+  std::optional<model::LoadedTokenizer> tokenizer;
+  if (absl::StatusOr<model::LoadedTokenizer> loaded =
+          model::LoadTokenizer(model_dir);
       loaded.ok()) {
+    spdlog::info("tokenizer {}: vocab {}, eos ids {}", loaded->path,
+                 loaded->tokenizer->vocab_size(),
+                 absl::StrJoin(loaded->files.eos_token_ids, ","));
     tokenizer = *std::move(loaded);
-  } else {
+  } else if (absl::IsNotFound(loaded.status())) {
     spdlog::warn("no tokenizer ({}): only token-id prompts are accepted",
                  loaded.status().ToString());
+  } else {
+    spdlog::critical("cannot load the tokenizer of {}: {}", model_dir,
+                     loaded.status().ToString());
+    return 1;
   }
   const std::string model_name = absl::GetFlag(FLAGS_model_name).empty()
                                      ? Basename(model_dir)
@@ -392,7 +407,8 @@ int main(int argc, char** argv) {
   options.grow_tokens = absl::GetFlag(FLAGS_grow_tokens);
   options.max_new_tokens_limit = 65536;
   auto scheduler = worker::Scheduler::Create(
-      options, executor->get(), cache.get(), tokenizer.get(), &worker_metrics);
+      options, executor->get(), cache.get(),
+      tokenizer.has_value() ? &*tokenizer : nullptr, &worker_metrics);
   if (!scheduler.ok()) {
     spdlog::critical("{}", scheduler.status().ToString());
     return 1;

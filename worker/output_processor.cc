@@ -60,9 +60,7 @@ v1::FinishReason OutputProcessor::TokenFinishReason(const Sequence& seq,
     return v1::FINISH_REASON_STOP;
   }
   if (!seq.sampling.ignore_eos &&
-      (std::find(eos.begin(), eos.end(), token) != eos.end() ||
-       (eos.empty() && tokenizer_ != nullptr &&
-        token == tokenizer_->eos_id()))) {
+      std::find(eos.begin(), eos.end(), token) != eos.end()) {
     return v1::FINISH_REASON_EOS;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
@@ -79,6 +77,16 @@ std::string OutputProcessor::TextDelta(Sequence* seq, int32_t token,
     *reason = v1::FINISH_REASON_STOP;
   }
   return std::move(r.emit);
+}
+
+std::vector<int32_t> MergeEosTokenIds(
+    absl::Span<const int32_t> model_config,
+    absl::Span<const int32_t> tokenizer_files) {
+  std::vector<int32_t> ids(model_config.begin(), model_config.end());
+  for (int32_t id : tokenizer_files) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  return ids;
 }
 
 GenerateEvent EndEvent(const Sequence& seq, absl::Status status,

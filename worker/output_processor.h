@@ -15,7 +15,6 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "radixkv/v1/common.pb.h"
-#include "worker/model/tokenizer.h"
 #include "worker/model_executor.h"
 #include "worker/request_stream.h"
 #include "worker/sequence.h"
@@ -24,12 +23,10 @@ namespace radixkv::worker {
 
 class OutputProcessor {
  public:
-  // `eos_token_ids`: the model's (config.json); when empty, `tokenizer`'s
-  // EOS id ends a request (unless ignore_eos). `tokenizer` may be nullptr
-  // and must outlive the processor.
-  OutputProcessor(std::vector<int32_t> eos_token_ids,
-                  const Tokenizer* tokenizer)
-      : eos_token_ids_(std::move(eos_token_ids)), tokenizer_(tokenizer) {}
+  // `eos_token_ids`: the ids that end a request with EOS (unless
+  // ignore_eos), as MergeEosTokenIds gives them.
+  explicit OutputProcessor(std::vector<int32_t> eos_token_ids)
+      : eos_token_ids_(std::move(eos_token_ids)) {}
 
   // Appends the sampled `token` (in [0, vocab_size)) to `seq` (tokens,
   // num_generated, its detokenizer and stop checker) and returns its event:
@@ -49,8 +46,16 @@ class OutputProcessor {
                         v1::FinishReason* reason) const;
 
   const std::vector<int32_t> eos_token_ids_;
-  const Tokenizer* const tokenizer_;
 };
+
+// The ids a model stops on: config.json's eos_token_id (`model_config`)
+// followed by those of the tokenizer's folder (generation_config.json, else
+// config.json, then tokenizer_config.json's eos_token:
+// model::TokenizerFiles::eos_token_ids) not already listed. Llama 3
+// Instruct stops on several (<|end_of_text|>, <|eom_id|>, <|eot_id|>).
+std::vector<int32_t> MergeEosTokenIds(
+    absl::Span<const int32_t> model_config,
+    absl::Span<const int32_t> tokenizer_files);
 
 // The final event of a request that ends without a token: finished,
 // `status` (non-OK), `reason` (ABORT for aborts, UNSPECIFIED for failures),

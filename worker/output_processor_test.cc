@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/tokenizer/incremental_detokenizer.h"
+#include "model/tokenizer/load_tokenizer.h"
 
 namespace radixkv::worker {
 namespace {
@@ -20,7 +22,7 @@ std::unique_ptr<Sequence> Seq(int max_new_tokens) {
 }
 
 TEST(OutputProcessorTest, EventOfATokenAndTheLengthLimit) {
-  const OutputProcessor output({2}, nullptr);
+  const OutputProcessor output({2});
   auto seq = Seq(2);
   GenerateEvent first =
       output.AppendToken(seq.get(), 9, absl::FromUnixSeconds(101));
@@ -44,7 +46,7 @@ TEST(OutputProcessorTest, EventOfATokenAndTheLengthLimit) {
 
 TEST(OutputProcessorTest, StopIdsEosAndIgnoreEos) {
   const absl::Time now = absl::FromUnixSeconds(100);
-  const OutputProcessor output({2, 3}, nullptr);
+  const OutputProcessor output({2, 3});
   auto stop = Seq(10);
   stop->sampling.stop_token_ids = {5};
   stop->sampling.ignore_eos = true;
@@ -70,9 +72,10 @@ TEST(OutputProcessorTest, StopIdsEosAndIgnoreEos) {
 class OutputProcessorTextTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto loaded = Tokenizer::Load("models/radixkv-demo-llama/tokenizer.model");
+    auto loaded = model::LoadTokenizer("models/radixkv-demo-llama");
     ASSERT_TRUE(loaded.ok()) << loaded.status();
-    tokenizer_ = *std::move(loaded);
+    loaded_ = *std::move(loaded);
+    tokenizer_ = loaded_.tokenizer.get();
   }
 
   // A text-returning sequence after the prompt "The".
@@ -82,8 +85,9 @@ class OutputProcessorTextTest : public ::testing::Test {
     seq->prompt_len = static_cast<int32_t>(seq->tokens.size());
     seq->return_text = true;
     seq->sampling.max_new_tokens = 100;
-    seq->detokenizer =
-        std::make_unique<IncrementalDetokenizer>(tokenizer_.get(), seq->tokens);
+    seq->detokenizer = std::make_unique<model::IncrementalDetokenizer>(
+        *model::IncrementalDetokenizer::Create(tokenizer_, seq->tokens,
+                                               /*skip_special_tokens=*/true));
     if (!stops.empty()) {
       seq->sampling.stop_strings = stops;
       seq->stop_checker = std::make_unique<StopChecker>(stops);
@@ -96,7 +100,7 @@ class OutputProcessorTextTest : public ::testing::Test {
   // text and sets *reason.
   std::string Feed(Sequence* seq, const std::string& text,
                    v1::FinishReason* reason, int* tokens_sent) {
-    const OutputProcessor output({}, tokenizer_.get());
+    const OutputProcessor output(loaded_.files.eos_token_ids);
     std::string streamed;
     *tokens_sent = 0;
     const std::vector<int32_t> ids =
@@ -111,7 +115,8 @@ class OutputProcessorTextTest : public ::testing::Test {
     return streamed;
   }
 
-  std::unique_ptr<Tokenizer> tokenizer_;
+  model::LoadedTokenizer loaded_;
+  const model::Tokenizer* tokenizer_ = nullptr;
 };
 
 TEST_F(OutputProcessorTextTest, DeltasConcatenateToTheText) {
@@ -141,6 +146,23 @@ TEST_F(OutputProcessorTextTest, StopStringCutsTheTextAndFinishes) {
   EXPECT_EQ(Feed(held.get(), "license grants you the", &reason, &sent),
             " license grants you the");
   EXPECT_EQ(reason, v1::FINISH_REASON_LENGTH);
+}
+
+// Llama 3.1 Instruct: config.json lists 128001, 128008, 128009;
+// tokenizer_config.json's eos_token <|eot_id|> (128009) is already there.
+TEST(OutputProcessorTest, EosIdsAreTheUnionOfConfigAndTokenizerFiles) {
+  EXPECT_EQ(MergeEosTokenIds({128001, 128008, 128009}, {128009}),
+            (std::vector<int32_t>{128001, 128008, 128009}));
+  EXPECT_EQ(MergeEosTokenIds({2}, {7, 2, 9}), (std::vector<int32_t>{2, 7, 9}));
+  EXPECT_EQ(MergeEosTokenIds({}, {5}), std::vector<int32_t>{5});
+  EXPECT_TRUE(MergeEosTokenIds({}, {}).empty());
+  // Each id of the union ends a request with EOS.
+  const OutputProcessor output(MergeEosTokenIds({2}, {5}));
+  for (int32_t id : {2, 5}) {
+    auto seq = Seq(10);
+    EXPECT_EQ(output.AppendToken(seq.get(), id, absl::Now()).finish_reason,
+              v1::FINISH_REASON_EOS);
+  }
 }
 
 TEST(OutputProcessorTest, EndEventCarriesStatusAndUsage) {

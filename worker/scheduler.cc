@@ -87,7 +87,7 @@ CacheSessionOptions SessionOptionsOf(const SchedulerOptions& options,
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     SchedulerOptions options, ModelExecutor* executor, KvCacheClient* cache,
-    const Tokenizer* tokenizer, WorkerMetrics* metrics) {
+    const model::LoadedTokenizer* tokenizer, WorkerMetrics* metrics) {
   if (executor == nullptr) {
     return absl::InvalidArgumentError("executor is required");
   }
@@ -121,18 +121,23 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
 }
 
 Scheduler::Scheduler(SchedulerOptions options, ModelExecutor* executor,
-                     KvCacheClient* cache, const Tokenizer* tokenizer,
+                     KvCacheClient* cache,
+                     const model::LoadedTokenizer* tokenizer,
                      WorkerMetrics* metrics)
     : options_(std::move(options)),
       executor_(executor),
       cache_(cache),
-      tokenizer_(tokenizer),
+      tokenizer_(tokenizer != nullptr ? tokenizer->tokenizer.get() : nullptr),
       metrics_(metrics),
       page_size_(executor->page_size()),
       capacity_slots_(executor->capacity_slots()),
       vocab_size_(executor->config().vocab_size),
       limits_(LimitsOf(options_, *executor)),
-      output_(executor->config().eos_token_ids, tokenizer) {
+      output_(MergeEosTokenIds(
+          executor->config().eos_token_ids,
+          tokenizer != nullptr
+              ? absl::Span<const int32_t>(tokenizer->files.eos_token_ids)
+              : absl::Span<const int32_t>())) {
   if (cache_ != nullptr) {
     session_ = std::make_unique<CacheSession>(
         SessionOptionsOf(options_, *executor), cache_);
@@ -169,10 +174,13 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(
   absl::StatusOr<ParsedGenerateRequest> parsed =
       ParseGenerateRequest(request, limits_, tokenizer_);
   if (!parsed.ok()) return parsed.status();
-  return Enqueue(NewSequence(*std::move(parsed)), request.request_id());
+  absl::StatusOr<std::unique_ptr<Sequence>> seq =
+      NewSequence(*std::move(parsed));
+  if (!seq.ok()) return seq.status();
+  return Enqueue(*std::move(seq), request.request_id());
 }
 
-std::unique_ptr<Sequence> Scheduler::NewSequence(
+absl::StatusOr<std::unique_ptr<Sequence>> Scheduler::NewSequence(
     ParsedGenerateRequest parsed) const {
   auto seq = std::make_unique<Sequence>();
   seq->cache_salt = std::move(parsed.cache_salt);
@@ -183,8 +191,13 @@ std::unique_ptr<Sequence> Scheduler::NewSequence(
   seq->arrival = absl::Now();
   const bool has_stop_strings = !parsed.sampling.stop_strings.empty();
   if (tokenizer_ != nullptr && (seq->return_text || has_stop_strings)) {
-    seq->detokenizer =
-        std::make_unique<IncrementalDetokenizer>(tokenizer_, parsed.prompt);
+    // Special tokens produce no text, as vLLM's skip_special_tokens=True.
+    absl::StatusOr<model::IncrementalDetokenizer> detokenizer =
+        model::IncrementalDetokenizer::Create(tokenizer_, parsed.prompt,
+                                              /*skip_special_tokens=*/true);
+    if (!detokenizer.ok()) return detokenizer.status();
+    seq->detokenizer = std::make_unique<model::IncrementalDetokenizer>(
+        *std::move(detokenizer));
   }
   if (has_stop_strings) {
     seq->stop_checker =

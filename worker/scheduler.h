@@ -52,13 +52,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "radixkv/v1/common.pb.h"
 #include "radixkv/v1/worker.pb.h"
 #include "worker/batch_builder.h"
 #include "worker/cache_client.h"
 #include "worker/cache_session.h"
 #include "worker/generate_request_parser.h"
-#include "worker/model/tokenizer.h"
 #include "worker/model_executor.h"
 #include "worker/output_processor.h"
 #include "worker/request_stream.h"
@@ -134,15 +134,17 @@ struct SchedulerStats {
 class Scheduler {
  public:
   // `cache` may be nullptr: the worker then serves health but rejects every
-  // Generate with UNAVAILABLE. `tokenizer` may be nullptr (text prompts and
-  // stop strings are then INVALID_ARGUMENT). `metrics` may be nullptr. All
+  // Generate with UNAVAILABLE. `tokenizer` (model::LoadTokenizer of the
+  // checkpoint) may be nullptr (text prompts and stop strings are then
+  // INVALID_ARGUMENT); its folder's eos ids join config.json's
+  // (MergeEosTokenIds). `metrics` may be nullptr. All
   // pointers must outlive the scheduler. Registers with the cache service
   // (a failure is retried by the heartbeat thread; Generate answers
   // UNAVAILABLE meanwhile).
   // Errors: INVALID_ARGUMENT for inconsistent options.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
       SchedulerOptions options, ModelExecutor* executor, KvCacheClient* cache,
-      const Tokenizer* tokenizer, WorkerMetrics* metrics);
+      const model::LoadedTokenizer* tokenizer, WorkerMetrics* metrics);
 
   // Stops the threads; leases still held are released (best effort).
   ~Scheduler();
@@ -189,13 +191,14 @@ class Scheduler {
 
  private:
   Scheduler(SchedulerOptions options, ModelExecutor* executor,
-            KvCacheClient* cache, const Tokenizer* tokenizer,
+            KvCacheClient* cache, const model::LoadedTokenizer* tokenizer,
             WorkerMetrics* metrics);
 
   void SchedulerLoop();
 
   // Submit parts.
-  std::unique_ptr<Sequence> NewSequence(ParsedGenerateRequest parsed) const;
+  absl::StatusOr<std::unique_ptr<Sequence>> NewSequence(
+      ParsedGenerateRequest parsed) const;
   // Checks the worker's state and the bounds, names and queues `seq`.
   absl::StatusOr<std::shared_ptr<RequestStream>> Enqueue(
       std::unique_ptr<Sequence> seq, std::string id);
@@ -240,7 +243,7 @@ class Scheduler {
   const SchedulerOptions options_;
   ModelExecutor* const executor_;
   KvCacheClient* const cache_;
-  const Tokenizer* const tokenizer_;
+  const model::Tokenizer* const tokenizer_;  // may be nullptr
   WorkerMetrics* const metrics_;
   const int32_t page_size_;
   const int64_t capacity_slots_;

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "proto/prompt_text_limit.h"
 #include "worker/sampler.h"
 #include "worker/testing/fake_kv_cache_client.h"
@@ -673,13 +674,13 @@ TEST_F(SchedulerTest, ConcurrentAbortsOfOneRequestReportOneSuccess) {
 TEST_F(SchedulerTest, TextLongerThanTheContextBoundIsRejectedBeforeTokenizing) {
   cache_ = std::make_unique<FakeKvCacheClient>(256, 1);
   executor_ = std::make_unique<FakeModelExecutor>(256, 1);
-  auto tokenizer = Tokenizer::Load("models/radixkv-demo-llama/tokenizer.model");
+  auto tokenizer = model::LoadTokenizer("models/radixkv-demo-llama");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   SchedulerOptions options;
   options.start_thread = false;
   options.heartbeat_interval = absl::Hours(1);
   auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
-                                     tokenizer->get(), nullptr);
+                                     &*tokenizer, nullptr);
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
   const int64_t limit =
       v1::MaxPromptTextBytes(executor_->config().max_position_embeddings);

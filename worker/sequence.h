@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "worker/model/tokenizer.h"
+#include "model/tokenizer/incremental_detokenizer.h"
 #include "worker/model_executor.h"
 #include "worker/request_stream.h"
 #include "worker/sampler.h"
@@ -27,7 +27,7 @@ struct Sequence {
   SamplingParams sampling;
   std::unique_ptr<Sampler> sampler;
   // Present when text is returned or stop strings are set.
-  std::unique_ptr<IncrementalDetokenizer> detokenizer;
+  std::unique_ptr<model::IncrementalDetokenizer> detokenizer;
   std::unique_ptr<StopChecker> stop_checker;
 
   // Prompt followed by generated tokens. The last generated token has no KV

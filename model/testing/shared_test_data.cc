@@ -68,7 +68,7 @@ absl::StatusOr<std::string> FindSharedDir() {
   return absl::NotFoundError(
       "shared reference data (shared/golden, shared/demo-model) not found: "
       "set RADIXKV_SHARED_DIR to the absolute path of the shared/ folder, "
-      "e.g. `RADIXKV_SHARED_DIR=/work/shared bazel test //worker/model/...`");
+      "e.g. `RADIXKV_SHARED_DIR=/work/shared bazel test //model/...`");
 }
 
 absl::StatusOr<std::string> EmbeddedModelDir() {

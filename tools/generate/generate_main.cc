@@ -18,14 +18,17 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "model/tokenizer/incremental_detokenizer.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "worker/cpu/cpu_model_executor.h"
 #include "worker/offline_generation.h"
+#include "worker/output_processor.h"
 #include "worker/sampler.h"
-#include "worker/model/tokenizer.h"
 
 ABSL_FLAG(std::string, model_dir, "models/radixkv-demo-llama",
           "Hugging Face checkpoint directory (config.json, *.safetensors, "
-          "tokenizer.model). Relative paths are tried in the working "
+          "tokenizer.json or tokenizer.model). Relative paths are tried in the "
+          "working "
           "directory, then in the binary's Bazel runfiles.");
 ABSL_FLAG(std::string, prompt, "The license grants you the freedom to",
           "Prompt text; BOS is prepended.");
@@ -86,14 +89,15 @@ int Main() {
     std::fprintf(stderr, "error: --kv_dtype must be f32, bf16 or f16\n");
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-      Tokenizer::Load(model_dir + "/tokenizer.model");
+  absl::StatusOr<model::LoadedTokenizer> tokenizer =
+      model::LoadTokenizer(model_dir);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "error: %s\n", tokenizer.status().ToString().c_str());
     return 1;
   }
   absl::StatusOr<std::vector<int32_t>> prompt_ids =
-      (*tokenizer)->Encode(absl::GetFlag(FLAGS_prompt), /*add_bos=*/true);
+      tokenizer->tokenizer->Encode(absl::GetFlag(FLAGS_prompt),
+                                   /*add_special_tokens=*/true);
   if (!prompt_ids.ok()) {
     std::fprintf(stderr, "error: %s\n", prompt_ids.status().ToString().c_str());
     return 2;
@@ -107,9 +111,17 @@ int Main() {
     return 1;
   }
 
-  IncrementalDetokenizer detok(tokenizer->get(), *prompt_ids);
+  absl::StatusOr<model::IncrementalDetokenizer> detok =
+      model::IncrementalDetokenizer::Create(tokenizer->tokenizer.get(),
+                                            *prompt_ids,
+                                            /*skip_special_tokens=*/true);
+  if (!detok.ok()) {
+    std::fprintf(stderr, "error: %s\n", detok.status().ToString().c_str());
+    return 1;
+  }
   StopChecker stop(params.stop_strings);
-  const std::vector<int32_t> eos = (*executor)->config().eos_token_ids;
+  const std::vector<int32_t> eos = MergeEosTokenIds(
+      (*executor)->config().eos_token_ids, tokenizer->files.eos_token_ids);
   std::fputs(absl::GetFlag(FLAGS_prompt).c_str(), stdout);
   std::fflush(stdout);
   absl::Status stream_error;
@@ -118,7 +130,7 @@ int Main() {
         std::find(eos.begin(), eos.end(), token) != eos.end()) {
       return true;  // EOS: no text
     }
-    absl::StatusOr<std::string> delta = detok.Append(token);
+    absl::StatusOr<std::string> delta = detok->Append(token);
     if (!delta.ok()) {
       stream_error = delta.status();
       return false;
@@ -138,7 +150,7 @@ int Main() {
     return 1;
   }
   if (!stop.stopped()) {
-    absl::StatusOr<std::string> rest = detok.Flush();
+    absl::StatusOr<std::string> rest = detok->Flush();
     StopChecker::Result r = stop.Append(rest.ok() ? *rest : "");
     std::fputs(r.emit.c_str(), stdout);
     if (!r.stopped) std::fputs(stop.Flush().c_str(), stdout);

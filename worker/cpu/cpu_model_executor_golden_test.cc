@@ -13,9 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/testing/shared_test_data.h"
+#include "model/tokenizer/incremental_detokenizer.h"
+#include "model/tokenizer/load_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "worker/cpu/cpu_model_executor.h"
-#include "worker/model/tokenizer.h"
 #include "worker/offline_generation.h"
 #include "worker/testing/golden_checkpoints.h"
 
@@ -200,9 +201,9 @@ TEST_F(GoldenTest, EmbeddedDemoModelGreedySample) {
   absl::StatusOr<Json> samples = model::testing::ReadJsonFile(
       shared_ + "/demo-model/radixkv-demo-llama/samples.json");
   ASSERT_TRUE(samples.ok()) << samples.status();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      Tokenizer::Load(*dir + "/tokenizer.model");
-  ASSERT_TRUE(tok.ok()) << tok.status();
+  absl::StatusOr<model::LoadedTokenizer> loaded = model::LoadTokenizer(*dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const model::Tokenizer* tok = loaded->tokenizer.get();
   std::unique_ptr<CpuModelExecutor> e = MakeExecutor(*dir);
   ASSERT_NE(e, nullptr);
   const Json* item = nullptr;
@@ -211,7 +212,7 @@ TEST_F(GoldenTest, EmbeddedDemoModelGreedySample) {
   }
   ASSERT_NE(item, nullptr);
   absl::StatusOr<std::vector<int32_t>> prompt =
-      (*tok)->Encode("The license grants you the freedom to", true);
+      tok->Encode("The license grants you the freedom to", true);
   ASSERT_TRUE(prompt.ok());
   EXPECT_EQ(*prompt, (*item)["prompt_ids"].get<std::vector<int32_t>>());
   OfflineRequest r;
@@ -224,11 +225,13 @@ TEST_F(GoldenTest, EmbeddedDemoModelGreedySample) {
   const std::vector<int32_t> expected =
       (*item)["greedy"]["output_ids"].get<std::vector<int32_t>>();
   EXPECT_EQ((*out)[0].output_ids, expected);
-  absl::StatusOr<std::string> text = (*tok)->Decode((*out)[0].output_ids);
+  absl::StatusOr<std::string> text =
+      tok->Decode((*out)[0].output_ids, /*skip_special_tokens=*/true);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, (*item)["greedy"]["new_text"].get<std::string>());
   // Streaming the same tokens gives the same text, delta by delta.
-  IncrementalDetokenizer detok(tok->get(), *prompt);
+  model::IncrementalDetokenizer detok = *model::IncrementalDetokenizer::Create(
+      tok, *prompt, /*skip_special_tokens=*/true);
   std::string streamed;
   for (int32_t id : (*out)[0].output_ids) {
     absl::StatusOr<std::string> delta = detok.Append(id);

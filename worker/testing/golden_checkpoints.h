@@ -1,7 +1,7 @@
 // Test support: the Hugging Face transformers golden checkpoints of
 // shared/golden (see its README "How a C++ test should compare") and the
 // one-shot prefill whose every-position logits are compared with the golden
-// logits. Shared by the CPU (worker/model) and GPU (worker/gpu) model tests.
+// logits. Shared by the CPU (worker/cpu) and GPU (worker/gpu) model tests.
 #ifndef RADIXKV_WORKER_TESTING_GOLDEN_CHECKPOINTS_H_
 #define RADIXKV_WORKER_TESTING_GOLDEN_CHECKPOINTS_H_
 

@@ -1,54 +1,44 @@
-#include "worker/model/tokenizer.h"
-
+// The sentencepiece tokenizer on sentencepiece's own golden cases
+// (shared/golden/tokenizer), and streaming its byte-fallback tokens through
+// IncrementalDetokenizer.
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "model/testing/shared_test_data.h"
+#include "model/tokenizer/incremental_detokenizer.h"
+#include "model/tokenizer/sentencepiece_tokenizer.h"
+#include "model/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 
-namespace radixkv::worker {
+namespace radixkv::model {
 namespace {
 
 using Json = nlohmann::json;
 
 // True if `s` is well-formed UTF-8 without U+FFFD.
 bool IsCleanUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    int n = c < 0x80           ? 1
-            : (c >> 5) == 0x6  ? 2
-            : (c >> 4) == 0xE  ? 3
-            : (c >> 3) == 0x1E ? 4
-                               : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (int k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
-    }
-    if (s.compare(i, n, "\xEF\xBF\xBD") == 0) return false;
-    i += n;
-  }
-  return true;
+  return utf8::IsValid(s) && s.find("\xEF\xBF\xBD") == std::string::npos;
 }
 
 class TokenizerGoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> shared = model::testing::FindSharedDir();
+    absl::StatusOr<std::string> shared = testing::FindSharedDir();
     ASSERT_TRUE(shared.ok()) << shared.status();
-    absl::StatusOr<Json> golden = model::testing::ReadJsonFile(
+    absl::StatusOr<Json> golden = testing::ReadJsonFile(
         *shared + "/golden/tokenizer/tokenizer_golden.json");
     ASSERT_TRUE(golden.ok()) << golden.status();
     golden_ = *golden;
-    absl::StatusOr<std::unique_ptr<Tokenizer>> t =
-        Tokenizer::Load(*shared + "/golden/tokenizer/tokenizer.model");
+    absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> t =
+        SentencePieceTokenizer::Load(*shared +
+                                     "/golden/tokenizer/tokenizer.model");
     ASSERT_TRUE(t.ok()) << t.status();
     tokenizer_ = std::move(*t);
   }
 
   Json golden_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<SentencePieceTokenizer> tokenizer_;
 };
 
 TEST_F(TokenizerGoldenTest, SpecialIdsAndVocab) {
@@ -63,10 +53,10 @@ TEST_F(TokenizerGoldenTest, EncodeDecodeCasesExact) {
     const std::string text = c["text"].get<std::string>();
     const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
     absl::StatusOr<std::vector<int32_t>> enc =
-        tokenizer_->Encode(text, /*add_bos=*/false);
+        tokenizer_->Encode(text, /*add_special_tokens=*/false);
     ASSERT_TRUE(enc.ok()) << enc.status();
     EXPECT_EQ(*enc, ids) << text;
-    absl::StatusOr<std::string> dec = tokenizer_->Decode(ids);
+    absl::StatusOr<std::string> dec = tokenizer_->Decode(ids, true);
     ASSERT_TRUE(dec.ok()) << dec.status();
     EXPECT_EQ(*dec, c["decoded"].get<std::string>()) << text;
   }
@@ -76,20 +66,21 @@ TEST_F(TokenizerGoldenTest, GenerationPromptsWithBos) {
   ASSERT_EQ(golden_["generation_prompts"].size(), 3u);
   for (const Json& p : golden_["generation_prompts"]) {
     absl::StatusOr<std::vector<int32_t>> enc =
-        tokenizer_->Encode(p["text"].get<std::string>(), /*add_bos=*/true);
+        tokenizer_->Encode(p["text"].get<std::string>(),
+                           /*add_special_tokens=*/true);
     ASSERT_TRUE(enc.ok()) << enc.status();
     EXPECT_EQ(*enc, p["ids_with_bos"].get<std::vector<int32_t>>());
     // Decoding drops the BOS control token.
-    absl::StatusOr<std::string> dec = tokenizer_->Decode(*enc);
+    absl::StatusOr<std::string> dec = tokenizer_->Decode(*enc, true);
     ASSERT_TRUE(dec.ok());
     EXPECT_EQ(*dec, p["text"].get<std::string>());
   }
 }
 
 TEST_F(TokenizerGoldenTest, DecodeRejectsOutOfRangeIds) {
-  EXPECT_EQ(tokenizer_->Decode({5, 512}).status().code(),
+  EXPECT_EQ(tokenizer_->Decode({5, 512}, true).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(tokenizer_->Decode({-1}).status().code(),
+  EXPECT_EQ(tokenizer_->Decode({-1}, true).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -98,7 +89,8 @@ TEST_F(TokenizerGoldenTest, DecodeRejectsOutOfRangeIds) {
 TEST_F(TokenizerGoldenTest, IncrementalDetokenizationNeverSplitsCharacters) {
   for (const Json& c : golden_["cases"]) {
     const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
-    IncrementalDetokenizer detok(tokenizer_.get(), {1});  // prompt = BOS only
+    IncrementalDetokenizer detok =  // prompt = BOS only
+        *IncrementalDetokenizer::Create(tokenizer_.get(), {1}, true);
     std::string streamed;
     int nonempty = 0;
     for (int32_t id : ids) {
@@ -128,7 +120,8 @@ TEST_F(TokenizerGoldenTest, IncrementalDetokenizationKeepsLeadingSpace) {
       p["ids_with_bos"].get<std::vector<int32_t>>();
   for (size_t split : {1u, 4u, 9u, 15u}) {
     std::vector<int32_t> prompt(all.begin(), all.begin() + split);
-    IncrementalDetokenizer detok(tokenizer_.get(), prompt);
+    IncrementalDetokenizer detok =
+        *IncrementalDetokenizer::Create(tokenizer_.get(), prompt, true);
     std::string streamed;
     for (size_t i = split; i < all.size(); ++i) {
       absl::StatusOr<std::string> delta = detok.Append(all[i]);
@@ -136,7 +129,7 @@ TEST_F(TokenizerGoldenTest, IncrementalDetokenizationKeepsLeadingSpace) {
       streamed += *delta;
     }
     streamed += *detok.Flush();
-    absl::StatusOr<std::string> prompt_text = tokenizer_->Decode(prompt);
+    absl::StatusOr<std::string> prompt_text = tokenizer_->Decode(prompt, true);
     ASSERT_TRUE(prompt_text.ok());
     EXPECT_EQ(*prompt_text + streamed, p["text"].get<std::string>())
         << "split " << split;
@@ -144,9 +137,11 @@ TEST_F(TokenizerGoldenTest, IncrementalDetokenizationKeepsLeadingSpace) {
 }
 
 TEST(TokenizerTest, MissingModelIsNotFound) {
-  EXPECT_EQ(Tokenizer::Load("/nonexistent/tokenizer.model").status().code(),
+  EXPECT_EQ(SentencePieceTokenizer::Load("/nonexistent/tokenizer.model")
+                .status()
+                .code(),
             absl::StatusCode::kNotFound);
 }
 
 }  // namespace
-}  // namespace radixkv::worker
+}  // namespace radixkv::model
