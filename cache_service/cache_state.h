@@ -375,8 +375,8 @@ class CacheState {
   // INVALID_ARGUMENT: the malformed requests RegisterWorker rejects (checked
   // first, with the same messages). FAILED_PRECONDITION naming both vocab
   // sizes and the disagreeing live worker (the smallest such worker_id)
-  // otherwise. Changes nothing. Not part of RegisterWorker:
-  // journals written before this check existed replay unchanged.
+  // otherwise. Changes nothing. Not part of RegisterWorker, so journal
+  // replay never applies it.
   absl::Status CheckVocabAgreesWithLiveWorkers(
       const RegisterWorkerRequest& request, int64_t now_ms) const;
 

@@ -120,8 +120,8 @@ absl::Status CacheStateImpl::CheckLeases(
         ++lock_refs[{n->id(), worker->bit}];
         // The locked path spells the lease's resident prefix. Acquire,
         // Fork and Commit lock exactly [0, prefix_len) (the terminal edge
-        // ends there); leases restored from a snapshot of an older version
-        // may lock an edge running past it.
+        // ends there); a lease restored from a snapshot may lock an edge
+        // running past it, so only positions below prefix_len must agree.
         for (size_t k = 0; k < n->tokens().size(); ++k) {
           const int64_t p = n->start() + static_cast<int64_t>(k);
           if (p < l.prefix_len && p < static_cast<int64_t>(l.prompt.size()) &&
