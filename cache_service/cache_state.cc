@@ -21,6 +21,11 @@ absl::Status EpochMismatch(std::string_view worker_id, int64_t epoch,
                    " (registered ", registered, ")"));
 }
 
+absl::Status UnknownWorker(std::string_view worker_id) {
+  return absl::NotFoundError(
+      absl::StrCat("unknown worker ", std::string(worker_id)));
+}
+
 uint64_t ForestRoot(absl::flat_hash_map<uint64_t, uint64_t>& parent,
                     uint64_t x) {
   while (true) {
@@ -31,6 +36,16 @@ uint64_t ForestRoot(absl::flat_hash_map<uint64_t, uint64_t>& parent,
 }
 
 // ---- helpers ----
+
+absl::StatusOr<WorkerEntry*> CacheStateImpl::WorkerAtEpoch(
+    std::string_view worker_id, int64_t epoch) {
+  WorkerEntry* worker = FindWorker(worker_id);
+  if (worker == nullptr) return UnknownWorker(worker_id);
+  if (epoch != worker->info.epoch) {
+    return EpochMismatch(worker_id, epoch, worker->info.epoch);
+  }
+  return worker;
+}
 
 RadixTree* CacheStateImpl::FindTree(const std::string& model,
                                     const std::string& salt) const {

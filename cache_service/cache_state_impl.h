@@ -50,6 +50,9 @@ inline int64_t LeasePageRefLimit(int64_t num_pages) {
 absl::Status EpochMismatch(std::string_view worker_id, int64_t epoch,
                            int64_t registered);
 
+// NOT_FOUND "unknown worker <worker_id>".
+absl::Status UnknownWorker(std::string_view worker_id);
+
 // Union-find root of x over `parent` (absent = its own root).
 uint64_t ForestRoot(absl::flat_hash_map<uint64_t, uint64_t>& parent,
                     uint64_t x);
@@ -141,6 +144,10 @@ class CacheStateImpl {
     auto it = workers_.find(std::string(id));
     return it == workers_.end() ? nullptr : &it->second;
   }
+  // The registered worker at `epoch`: UnknownWorker, or EpochMismatch for
+  // another epoch.
+  absl::StatusOr<WorkerEntry*> WorkerAtEpoch(std::string_view worker_id,
+                                             int64_t epoch);
   RadixTree* FindTree(const std::string& model, const std::string& salt) const;
   RadixTree* GetOrCreateTree(const std::string& model, const std::string& salt);
   void MaybeDropTree(RadixTree* tree);

@@ -272,8 +272,7 @@ CacheStateImpl::ResidentSequences(std::string_view model_name,
                                   std::string_view worker_id) const {
   const WorkerEntry* worker = FindWorker(worker_id);
   if (worker == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", std::string(worker_id)));
+    return UnknownWorker(worker_id);
   }
   std::vector<std::vector<int32_t>> out;
   if (worker->info.model != model_name) return out;

@@ -275,8 +275,7 @@ absl::StatusOr<EvictResult> CacheStateImpl::Evict(std::string_view worker_id,
                                                   int64_t num_tokens) {
   WorkerEntry* worker = FindWorker(worker_id);
   if (worker == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", std::string(worker_id)));
+    return UnknownWorker(worker_id);
   }
   if (num_tokens < 1 || num_tokens > worker->info.capacity_slots) {
     return absl::InvalidArgumentError(
@@ -301,8 +300,7 @@ absl::StatusOr<FlushResult> CacheStateImpl::Flush(std::string_view worker_id) {
   }
   WorkerEntry* worker = FindWorker(worker_id);
   if (worker == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", std::string(worker_id)));
+    return UnknownWorker(worker_id);
   }
   while (EvictOne(*worker, &result.evicted_tokens)) {
   }

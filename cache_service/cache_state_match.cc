@@ -61,14 +61,10 @@ absl::StatusOr<MatchResult> CacheStateImpl::Match(const MatchRequest& request,
 
 absl::StatusOr<AcquireResult> CacheStateImpl::Acquire(
     const AcquireRequest& request, int64_t now_ms) {
-  WorkerEntry* worker = FindWorker(request.worker_id);
-  if (worker == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", request.worker_id));
-  }
-  if (request.epoch != worker->info.epoch) {
-    return EpochMismatch(request.worker_id, request.epoch, worker->info.epoch);
-  }
+  absl::StatusOr<WorkerEntry*> found =
+      WorkerAtEpoch(request.worker_id, request.epoch);
+  if (!found.ok()) return found.status();
+  WorkerEntry* worker = *found;
   if (!request.model.empty() && request.model != worker->info.model) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", request.worker_id, " serves model ",

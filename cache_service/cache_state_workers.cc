@@ -186,14 +186,10 @@ absl::Status CacheStateImpl::CheckCommitWithinBounds(
 
 absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
     const HeartbeatRequest& request, int64_t now_ms) {
-  WorkerEntry* worker = FindWorker(request.worker_id);
-  if (worker == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", request.worker_id));
-  }
-  if (request.epoch != worker->info.epoch) {
-    return EpochMismatch(request.worker_id, request.epoch, worker->info.epoch);
-  }
+  absl::StatusOr<WorkerEntry*> found =
+      WorkerAtEpoch(request.worker_id, request.epoch);
+  if (!found.ok()) return found.status();
+  WorkerEntry* worker = *found;
   const WorkerLoad& load = request.load;
   if (load.running_requests < 0 || load.waiting_requests < 0 ||
       load.outstanding_tokens < 0 || load.available_slots < 0) {
@@ -222,13 +218,9 @@ absl::StatusOr<HeartbeatResult> CacheStateImpl::Heartbeat(
 
 absl::StatusOr<DeregisterResult> CacheStateImpl::DeregisterWorker(
     std::string_view worker_id, int64_t epoch) {
-  WorkerEntry* worker = FindWorker(worker_id);
-  if (worker == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", std::string(worker_id)));
-  }
-  if (epoch != worker->info.epoch) {
-    return EpochMismatch(worker_id, epoch, worker->info.epoch);
+  if (absl::StatusOr<WorkerEntry*> found = WorkerAtEpoch(worker_id, epoch);
+      !found.ok()) {
+    return found.status();
   }
   DeregisterResult result;
   result.released_leases = RemoveWorker(std::string(worker_id));
@@ -261,8 +253,7 @@ int32_t CacheStateImpl::RemoveWorker(const std::string& worker_id) {
 absl::StatusOr<StatsResult> CacheStateImpl::Stats(std::string_view worker_id,
                                                   int64_t now_ms) const {
   if (!worker_id.empty() && FindWorker(worker_id) == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown worker ", std::string(worker_id)));
+    return UnknownWorker(worker_id);
   }
   StatsResult result;
   for (const auto& [id, worker] : workers_) {
