@@ -1364,9 +1364,9 @@ bool RedisRightPush(int port, const std::string& key,
   return ok;
 }
 
-// A legacy journal record (no id prefix) of a Register at `now_ms`: the
-// entry format of cache_service_impl.cc (op byte, little-endian int64 ms,
-// serialized request).
+// A journal record without id prefix of a Register at `now_ms`: the entry
+// format of journal_entry.h (op byte, little-endian int64 ms, serialized
+// request), written out byte by byte.
 std::string RegisterRecord(const std::string& worker_id, int32_t vocab_size,
                            int64_t now_ms) {
   pb::RegisterRequest req;
@@ -1386,8 +1386,8 @@ std::string RegisterRecord(const std::string& worker_id, int32_t vocab_size,
 }
 
 // The vocab check of a live Register is not part of journal replay: a
-// journal written before it existed, holding two live workers of one model
-// with different vocabularies, recovers as it did (both workers, no replay
+// journal holding two live workers of one model with different vocabularies
+// (written without the check) recovers as written (both workers, no replay
 // error), and deregistering the wrong one makes Match work again.
 TEST(CacheServiceRedisTest, JournalWithDisagreeingVocabsReplaysUnchanged) {
   auto redis = RedisServerProcess::Start(TempDir("vocab"));
