@@ -1,65 +1,35 @@
-// The gRPC CacheService (proto/radixkv/v1/cache_service.proto) over the
-// in-process core CacheState (cache_state.h), with crash safety through a
-// Redis write-ahead journal (redis_journal.h) and Prometheus metrics
-// (cache_metrics.h).
+// The gRPC CacheService (proto/radixkv/v1/cache_service.proto) over
+// CacheState (cache_state.h), made crash safe by a Redis write-ahead journal
+// (redis_journal.h; the design is in docs/architecture.md "Cache service
+// design choices" and "Worker liveness"). Files of this class:
+//   cache_service_impl.cc      construction, recovery, journal, sweep
+//   cache_service_handlers.cc  the unary RPCs
+//   lease_stream_reactor.cc    LeaseStream
+//   cache_service_mutation.h   RunMutation, shared by both
+// with rpc_apply.h (the Apply function of each RPC, shared with replay) and
+// journal_entry.h (the bytes kept in Redis).
 //
 // Concurrency: one absl::Mutex around the CacheState; Match/Stats/Dump take
 // it shared, every other RPC exclusively. Handlers use gRPC's callback API,
 // so an RPC waiting for its journal write holds no thread.
 //
-// LeaseStream carries Acquire/Grow/Fork/Commit/Release over one
-// bidirectional stream: each operation runs through the same RunMutation as
-// its unary RPC (same validation, status, journal-before-ack and per-RPC
-// metrics), operations are applied in arrival order and answered in request
-// order; at most 1,024 unsent responses per stream (reading pauses beyond).
+// Write-ahead rule (Redis mode): a state change is applied and its journal
+// entry (JournalOp, the time used, the request) queued in one critical
+// section, so journal order == apply order; the RPC is acknowledged only once
+// the entry is in Redis. Reads may see a change whose write is in flight.
+// A snapshot is due after --snapshot_every_ops operations AND
+// snapshot_journal_ratio x the last snapshot's bytes of journal, and is
+// taken by a forked child (forked_snapshot.h). Start-up: Restore(snapshot)
+// + replay with the recorded times, CheckInvariants(), a fresh snapshot.
+// After a failed journal write every RPC is UNAVAILABLE until the sweep
+// reconnects and rebuilds from Redis; entries answered UNAVAILABLE are
+// removed first (RedisJournal::Reconnect). A process fenced by a newer one
+// stays UNAVAILABLE.
 //
-// Write-ahead rule (Redis mode): a state-changing RPC is applied to the
-// CacheState under the mutex and its journal entry (RPC kind, the time used,
-// the serialized request) is queued in the same critical section, so the
-// journal order is the apply order. The RPC is acknowledged only after the
-// writer thread has pushed that entry to Redis (group commit: one pipelined,
-// fenced append script per batch). Reads may observe a change whose journal
-// write is still in flight; the change itself is acknowledged only once
-// durable. A snapshot is due once at least --snapshot_every_ops operations
-// AND at least snapshot_journal_ratio (4) x the last snapshot's size in
-// journal bytes were written since the last one: replay stays bounded and
-// the snapshot cost stays amortized O(1) per journaled byte however large
-// the state grows. It is taken in the background (ForkedSnapshotter,
-// forked_snapshot.h): fork() under the mutex (the only stall, ~1 ms at 1M
-// cached tokens instead of the ~40-60 ms of Serialize(),
-// docs/perf/2026-11-29-snapshot-stall-fork.md), the child serializes its
-// copy-on-write view, and the journal commits it and trims exactly the records
-// it covers (RedisJournal::WriteSnapshot), so Redis always holds snapshot + the
-// acknowledged entries after it. The start-up/repair snapshot is synchronous
-// (AppendSnapshot: replaces the whole journal). Start-up: Restore(snapshot) +
-// replay of the journal with the recorded times (CacheState is deterministic in
-// its inputs), CheckInvariants(), then a fresh snapshot. If a journal write
-// fails, the service answers UNAVAILABLE to everything (the in-memory state may
-// be ahead of Redis) until the background sweep reconnects and rebuilds the
-// state from Redis. A change answered with UNAVAILABLE is not applied even when
-// Redis stored its entry after the timeout (a stalled Redis executing a
-// buffered pipeline): every journal entry has a sequence number, the journal
-// remembers those whose write failed, and RedisJournal::Reconnect() removes
-// them from Redis and takes a new fencing token in one atomic script before the
-// rebuild replays the journal (redis_journal.h). Remaining window
-// (write-ahead-log semantics): if this process is killed after Redis stored an
-// entry but before the client got its answer, or before the reconnect removed
-// an entry answered UNAVAILABLE, the change survives the restart while the
-// client saw a transport error or UNAVAILABLE; its outcome is unknown to the
-// client (a lease created that way expires after its TTL). A process fenced by
-// a newer one (RedisJournal fencing) stays UNAVAILABLE for good.
-//
-// Lease expiry and dead-worker removal run in a background sweep
-// (ExpireLeases + DropDeadWorkers at the sweep's time), journaled like RPCs
-// when they change anything. Liveness counts only time the service ran: a
-// sweep that comes more than two intervals after the previous one (the
-// process was stopped, or starved, or the state was being rebuilt; after a
-// restart, the time since the last journaled operation) first credits the
-// gap minus one interval to every worker's heartbeat and every lease
-// (CacheState::CreditServicePause), journaled with the sweep, so a stall of
-// the service itself never drops its workers. After a rebuild from Redis,
-// every worker is unconfirmed until it heartbeats
-// (CacheState::MarkWorkersUnconfirmed).
+// The background sweep expires leases and drops dead workers, journaled
+// like RPCs; a gap of more than two sweep intervals is credited to every
+// worker and lease first (CacheState::CreditServicePause), so a stall of the
+// service itself drops no one.
 #ifndef RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_
 #define RADIXKV_CACHE_SERVICE_CACHE_SERVICE_IMPL_H_
 
@@ -80,26 +50,11 @@
 #include "cache_service/cache_metrics.h"
 #include "cache_service/cache_state.h"
 #include "cache_service/forked_snapshot.h"
+#include "cache_service/journal_entry.h"
 #include "cache_service/redis_journal.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 
 namespace radixkv::cache_service {
-
-// Kind of a journal entry (first byte of its encoding). Values are stored in
-// Redis: never renumber.
-enum class JournalOp : uint8_t {
-  kRegister = 1,
-  kHeartbeat = 2,
-  kDeregister = 3,
-  kAcquire = 4,
-  kGrow = 5,
-  kFork = 6,
-  kCommit = 7,
-  kRelease = 8,
-  kEvict = 9,
-  kFlush = 10,
-  kSweep = 11,  // ExpireLeases(now) then DropDeadWorkers(now); no payload
-};
 
 // gRPC metadata key of the request id a client (the router) may send with
 // Match; the service only logs it (debug level), to join a Match's phases
@@ -240,8 +195,8 @@ class CacheServiceImpl final
   grpc::ServerUnaryReactor* Dump(grpc::CallbackServerContext* context,
                                  const radixkv::v1::DumpRequest* request,
                                  radixkv::v1::DumpResponse* response) override;
-  // One reactor per stream (LeaseStreamReactor in the .cc): operations are
-  // run by the same code as the unary RPCs, responses sent in request order.
+  // One reactor per stream (lease_stream_reactor.cc): operations are run by
+  // the same code as the unary RPCs, responses sent in request order.
   grpc::ServerBidiReactor<radixkv::v1::LeaseStreamRequest,
                           radixkv::v1::LeaseStreamResponse>*
   LeaseStream(grpc::CallbackServerContext* context) override;
@@ -253,10 +208,6 @@ class CacheServiceImpl final
 
   // Rebuilds state_ from the journal's snapshot + entries.
   absl::Status RecoverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies one decoded journal entry (replay). Returns the core's status.
-  absl::Status ReplayLocked(JournalOp op, int64_t now_ms,
-                            std::string_view payload)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Next time for a state change (monotonic).
   int64_t NowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Time for a read-only call.

@@ -946,6 +946,156 @@ TEST_F(CacheServiceImplTest, MetricsFollowTheState) {
             std::string::npos);
 }
 
+// Random, mostly hostile requests for every RPC (out-of-range numbers,
+// unknown workers and leases, bad tokens), for the test below.
+class HostileRequests {
+ public:
+  explicit HostileRequests(uint64_t seed) : rng_(seed) {}
+
+  // Sends one random request; leases it is granted join the pool of ids
+  // later requests pick from.
+  grpc::Status SendOne(pb::CacheService::Stub& stub) {
+    grpc::ClientContext ctx;
+    grpc::Status status;
+    switch (rng_() % 10) {
+      case 0: {
+        pb::RegisterRequest req;
+        req.set_worker_id(AnyWorker());
+        req.set_capacity_slots(AnyI64());
+        req.set_page_size(Pick(1, 16, 3, 0, -16, 128, 256));
+        req.set_model(Pick("m", "", "other"));
+        req.set_epoch(rng_() % 2 ? 1 : AnyI64());
+        req.set_vocab_size(Pick(0, kVocab, -1));
+        pb::RegisterResponse resp;
+        status = stub.Register(&ctx, req, &resp);
+        break;
+      }
+      case 1: {
+        pb::HeartbeatRequest req;
+        req.set_worker_id(AnyWorker());
+        req.set_epoch(rng_() % 2 ? 1 : AnyI64());
+        req.mutable_load()->set_outstanding_tokens(AnyI64());
+        for (int k = 0; k < 3; ++k) req.add_lease_ids(AnyLease());
+        pb::HeartbeatResponse resp;
+        status = stub.Heartbeat(&ctx, req, &resp);
+        break;
+      }
+      case 2: {
+        pb::MatchRequest req;
+        req.set_model(Pick("m", "", "other"));
+        req.set_cache_salt(rng_() % 10 == 0 ? std::string(300, 's') : "");
+        AnyTokens(&req);
+        pb::MatchResponse resp;
+        status = stub.Match(&ctx, req, &resp);
+        break;
+      }
+      case 3: {
+        pb::AcquireRequest req;
+        req.set_worker_id(AnyWorker());
+        req.set_epoch(rng_() % 3 ? 1 : AnyI64());
+        req.set_model(Pick("m", "", "other"));
+        req.set_priority(AnyI32());
+        req.set_reserve_tokens(rng_() % 2 ? 0 : AnyI32());
+        req.set_disable_match(rng_() % 4 == 0);
+        AnyTokens(&req);
+        pb::AcquireResponse resp;
+        status = stub.Acquire(&ctx, req, &resp);
+        if (status.ok()) leases_.push_back(resp.lease_id());
+        break;
+      }
+      case 4: {
+        pb::GrowRequest req;
+        req.set_lease_id(AnyLease());
+        req.set_num_tokens(AnyI32());
+        pb::GrowResponse resp;
+        status = stub.Grow(&ctx, req, &resp);
+        break;
+      }
+      case 5: {
+        pb::ForkRequest req;
+        req.set_lease_id(AnyLease());
+        req.set_num_children(AnyI32());
+        req.set_num_tokens(AnyI64());
+        pb::ForkResponse resp;
+        status = stub.Fork(&ctx, req, &resp);
+        if (status.ok()) {
+          for (const auto& c : resp.children()) leases_.push_back(c.lease_id());
+        }
+        break;
+      }
+      case 6: {
+        pb::CommitRequest req;
+        req.set_lease_id(AnyLease());
+        req.set_keep_lease(rng_() % 2 == 0);
+        AnyTokens(&req);
+        pb::CommitResponse resp;
+        status = stub.Commit(&ctx, req, &resp);
+        break;
+      }
+      case 7: {
+        pb::ReleaseRequest req;
+        req.set_lease_id(AnyLease());
+        pb::ReleaseResponse resp;
+        status = stub.Release(&ctx, req, &resp);
+        break;
+      }
+      case 8: {
+        pb::EvictRequest req;
+        req.set_worker_id(AnyWorker());
+        req.set_num_tokens(AnyI64());
+        pb::EvictResponse resp;
+        status = stub.Evict(&ctx, req, &resp);
+        break;
+      }
+      default: {
+        pb::DeregisterRequest req;
+        req.set_worker_id(AnyWorker());
+        req.set_epoch(rng_() % 4 ? 0 : 1);  // mostly a stale epoch
+        pb::DeregisterResponse resp;
+        status = stub.Deregister(&ctx, req, &resp);
+        break;
+      }
+    }
+    return status;
+  }
+
+ private:
+  template <typename... T>
+  std::common_type_t<T...> Pick(T... values) {
+    using V = std::common_type_t<T...>;
+    const V pool[] = {static_cast<V>(values)...};
+    return pool[rng_() % sizeof...(values)];
+  }
+  int64_t AnyI64() {
+    return Pick(int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{16}, int64_t{64},
+                int64_t{1} << 40, std::numeric_limits<int64_t>::max(),
+                std::numeric_limits<int64_t>::min(),
+                static_cast<int64_t>(rng_() % 100));
+  }
+  int32_t AnyI32() {
+    return Pick(0, -1, 1, 3, 16, 64, 65536, 65537,
+                std::numeric_limits<int32_t>::max(),
+                std::numeric_limits<int32_t>::min(),
+                static_cast<int32_t>(rng_() % 100));
+  }
+  std::string AnyWorker() {
+    return std::string(Pick("w0", "w0", "", "nobody", "w1"));
+  }
+  uint64_t AnyLease() { return leases_[rng_() % leases_.size()]; }
+  template <typename Message>
+  void AnyTokens(Message* msg) {
+    const int n = Pick(0, 1, 2, 5, 20, 60, static_cast<int>(kMaxPrompt + 1));
+    for (int i = 0; i < n; ++i) {
+      msg->add_tokens(rng_() % 8 == 0 ? AnyI32()
+                                      : static_cast<int32_t>(rng_() % 50));
+    }
+  }
+
+  std::mt19937_64 rng_;
+  std::vector<uint64_t> leases_ = {0, 1, 2, 999999,
+                                   std::numeric_limits<uint64_t>::max()};
+};
+
 // Random, mostly hostile requests for every RPC: the process never crashes,
 // every failure is one of the documented codes and leaves the Dump
 // unchanged, and the invariants hold after every call.
@@ -953,36 +1103,7 @@ TEST_F(CacheServiceImplTest,
        RandomGarbageNeverCrashesAndFailuresChangeNothing) {
   const uint64_t seed = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   std::printf("garbage seed: %llu\n", static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
-  auto pick = [&](auto... values) {
-    using T = std::common_type_t<decltype(values)...>;
-    const T pool[] = {static_cast<T>(values)...};
-    return pool[rng() % sizeof...(values)];
-  };
-  auto any_i64 = [&] {
-    return pick(int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{16}, int64_t{64},
-                int64_t{1} << 40, std::numeric_limits<int64_t>::max(),
-                std::numeric_limits<int64_t>::min(),
-                static_cast<int64_t>(rng() % 100));
-  };
-  auto any_i32 = [&] {
-    return pick(
-        0, -1, 1, 3, 16, 64, 65536, 65537, std::numeric_limits<int32_t>::max(),
-        std::numeric_limits<int32_t>::min(), static_cast<int32_t>(rng() % 100));
-  };
-  auto any_worker = [&] {
-    return std::string(pick("w0", "w0", "", "nobody", "w1"));
-  };
-  std::vector<uint64_t> leases = {0, 1, 2, 999999,
-                                  std::numeric_limits<uint64_t>::max()};
-  auto any_lease = [&] { return leases[rng() % leases.size()]; };
-  auto any_tokens = [&](auto* msg) {
-    const int n = pick(0, 1, 2, 5, 20, 60, static_cast<int>(kMaxPrompt + 1));
-    for (int i = 0; i < n; ++i) {
-      msg->add_tokens(rng() % 8 == 0 ? any_i32()
-                                     : static_cast<int32_t>(rng() % 50));
-    }
-  };
+  HostileRequests requests(seed);
   const std::set<grpc::StatusCode> documented = {
       grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
       grpc::StatusCode::FAILED_PRECONDITION,
@@ -990,107 +1111,7 @@ TEST_F(CacheServiceImplTest,
   int ok_calls = 0;
   for (int i = 0; i < 1500; ++i) {
     const std::string before = h_.Dump();
-    grpc::ClientContext ctx;
-    grpc::Status status;
-    switch (rng() % 10) {
-      case 0: {
-        pb::RegisterRequest req;
-        req.set_worker_id(any_worker());
-        req.set_capacity_slots(any_i64());
-        req.set_page_size(pick(1, 16, 3, 0, -16, 128, 256));
-        req.set_model(pick("m", "", "other"));
-        req.set_epoch(rng() % 2 ? 1 : any_i64());
-        req.set_vocab_size(pick(0, kVocab, -1));
-        pb::RegisterResponse resp;
-        status = h_.stub().Register(&ctx, req, &resp);
-        break;
-      }
-      case 1: {
-        pb::HeartbeatRequest req;
-        req.set_worker_id(any_worker());
-        req.set_epoch(rng() % 2 ? 1 : any_i64());
-        req.mutable_load()->set_outstanding_tokens(any_i64());
-        for (int k = 0; k < 3; ++k) req.add_lease_ids(any_lease());
-        pb::HeartbeatResponse resp;
-        status = h_.stub().Heartbeat(&ctx, req, &resp);
-        break;
-      }
-      case 2: {
-        pb::MatchRequest req;
-        req.set_model(pick("m", "", "other"));
-        req.set_cache_salt(rng() % 10 == 0 ? std::string(300, 's') : "");
-        any_tokens(&req);
-        pb::MatchResponse resp;
-        status = h_.stub().Match(&ctx, req, &resp);
-        break;
-      }
-      case 3: {
-        pb::AcquireRequest req;
-        req.set_worker_id(any_worker());
-        req.set_epoch(rng() % 3 ? 1 : any_i64());
-        req.set_model(pick("m", "", "other"));
-        req.set_priority(any_i32());
-        req.set_reserve_tokens(rng() % 2 ? 0 : any_i32());
-        req.set_disable_match(rng() % 4 == 0);
-        any_tokens(&req);
-        pb::AcquireResponse resp;
-        status = h_.stub().Acquire(&ctx, req, &resp);
-        if (status.ok()) leases.push_back(resp.lease_id());
-        break;
-      }
-      case 4: {
-        pb::GrowRequest req;
-        req.set_lease_id(any_lease());
-        req.set_num_tokens(any_i32());
-        pb::GrowResponse resp;
-        status = h_.stub().Grow(&ctx, req, &resp);
-        break;
-      }
-      case 5: {
-        pb::ForkRequest req;
-        req.set_lease_id(any_lease());
-        req.set_num_children(any_i32());
-        req.set_num_tokens(any_i64());
-        pb::ForkResponse resp;
-        status = h_.stub().Fork(&ctx, req, &resp);
-        if (status.ok()) {
-          for (const auto& c : resp.children()) leases.push_back(c.lease_id());
-        }
-        break;
-      }
-      case 6: {
-        pb::CommitRequest req;
-        req.set_lease_id(any_lease());
-        req.set_keep_lease(rng() % 2 == 0);
-        any_tokens(&req);
-        pb::CommitResponse resp;
-        status = h_.stub().Commit(&ctx, req, &resp);
-        break;
-      }
-      case 7: {
-        pb::ReleaseRequest req;
-        req.set_lease_id(any_lease());
-        pb::ReleaseResponse resp;
-        status = h_.stub().Release(&ctx, req, &resp);
-        break;
-      }
-      case 8: {
-        pb::EvictRequest req;
-        req.set_worker_id(any_worker());
-        req.set_num_tokens(any_i64());
-        pb::EvictResponse resp;
-        status = h_.stub().Evict(&ctx, req, &resp);
-        break;
-      }
-      default: {
-        pb::DeregisterRequest req;
-        req.set_worker_id(any_worker());
-        req.set_epoch(rng() % 4 ? 0 : 1);  // mostly a stale epoch
-        pb::DeregisterResponse resp;
-        status = h_.stub().Deregister(&ctx, req, &resp);
-        break;
-      }
-    }
+    const grpc::Status status = requests.SendOne(h_.stub());
     if (status.ok()) {
       ++ok_calls;
     } else {
@@ -1343,9 +1364,9 @@ bool RedisRightPush(int port, const std::string& key,
   return ok;
 }
 
-// A legacy journal record (no id prefix) of a Register at `now_ms`: the
-// entry format of cache_service_impl.cc (op byte, little-endian int64 ms,
-// serialized request).
+// A journal record without id prefix of a Register at `now_ms`: the entry
+// format of journal_entry.h (op byte, little-endian int64 ms, serialized
+// request), written out byte by byte.
 std::string RegisterRecord(const std::string& worker_id, int32_t vocab_size,
                            int64_t now_ms) {
   pb::RegisterRequest req;
@@ -1365,8 +1386,8 @@ std::string RegisterRecord(const std::string& worker_id, int32_t vocab_size,
 }
 
 // The vocab check of a live Register is not part of journal replay: a
-// journal written before it existed, holding two live workers of one model
-// with different vocabularies, recovers as it did (both workers, no replay
+// journal holding two live workers of one model with different vocabularies
+// (written without the check) recovers as written (both workers, no replay
 // error), and deregistering the wrong one makes Match work again.
 TEST(CacheServiceRedisTest, JournalWithDisagreeingVocabsReplaysUnchanged) {
   auto redis = RedisServerProcess::Start(TempDir("vocab"));

@@ -1,46 +1,24 @@
-// CacheState: the in-process core of the cache service (no gRPC, no I/O).
+// CacheState: the in-process core of the cache service (no gRPC, no I/O):
+// per (model, cache_salt) one radix tree shared by the model's workers
+// (SGLang RadixAttention, background.md §2.2), per worker a page allocator
+// with ref counts and copy-on-write (PagedAttention, SOSP'23; background.md
+// §1.4), the leases that hold lock_ref on tree paths (§2.3) and the
+// eviction queues (§2.4). Methods mirror the RPCs of
+// proto/radixkv/v1/cache_service.proto with plain structs; the design is in
+// docs/architecture.md "Cache service design choices".
 //
-// One object holds, for every registered worker, the radix tree of cached
-// token sequences (background.md §2.2), the page allocator with ref counts and
-// copy-on-write (background.md §1.4), the leases that lock tree paths
-// (lock_ref, seed 2.3) and the eviction queues (background.md §2.4). Its
-// methods mirror the RPCs of proto/radixkv/v1/cache_service.proto one to one,
-// with plain C++ structs in and out; the gRPC service (cache_service_impl.*)
-// converts protos to these structs, journals the request to Redis and calls the
-// method under a mutex.
+// Contract the journal replay relies on: every mutating method takes the
+// time as `now_ms` (milliseconds, the caller's clock) and reads no clock,
+// random source or hash-map order, and ids come from counters in the state,
+// so Restore(snapshot) + the same calls == the original state (equal
+// CanonicalDump()). A call that fails changes nothing, so failed calls
+// replay as the same failure.
 //
-// Determinism (crash safety). Every mutating method takes the current time as
-// an explicit argument (`now_ms`, milliseconds on the caller's clock) and
-// never reads a clock, a random source or hash-map iteration order. Lease ids
-// and node ids come from counters that are part of the state. So
-//   Restore(snapshot) + the same sequence of calls (same arguments, same
-//   now_ms) == the original state, byte for byte in CanonicalDump().
-// A call that fails changes nothing (validation, including whether eviction
-// can make room, happens before any mutation) - so failed calls may be
-// journaled and replayed too: they fail again the same way.
+// A lease's kv_indices are page-consistent (position p at offset
+// p % page_size of its page), usable as a block_table. Per worker, in slots:
+// free + evictable + protected == capacity.
 //
-// Residency layout (the design choice the issue asks to document). There is
-// ONE radix tree per (model, cache_salt), shared by every worker of that
-// model. Each tree node carries a 64-bit mask of the workers on which its
-// whole edge is resident and, per resident worker, a small record (slot ids of
-// the edge's tokens in that worker's pool, lock_ref, LRU/LFU/priority data).
-// Residency is prefix-closed (a node resident on w has its parent resident on
-// w), so Match() walks the prompt once and, at each node, finds the workers
-// whose residency stops there as `active_mask & ~child_mask`: the cost is
-// O(prompt tokens + path nodes + workers), not O(prompt tokens x workers).
-// Hence at most kMaxWorkersPerModel workers per model.
-//
-// Paged storage. A lease's table is page-consistent (position p lives at
-// offset p % page_size of the page holding logical page p / page_size), so a
-// worker can use it as a block_table. Fully matched pages are shared
-// (ref-counted); a match ending inside a page is still reused token by token:
-// its tokens are copied into a fresh page by a CopyOp (the "partial-page copy"
-// that goes beyond SGLang/vLLM page-granular reuse). Memory accounting is per
-// page: a page is free (on the free list), protected (referenced by a lease
-// or by a locked tree node) or evictable (referenced only by unlocked tree
-// nodes); free + evictable + protected == capacity, in slots.
-//
-// Thread safety: none. The service serializes calls with one mutex.
+// Thread safety: none; the service serializes calls with one mutex.
 #ifndef RADIXKV_CACHE_SERVICE_CACHE_STATE_H_
 #define RADIXKV_CACHE_SERVICE_CACHE_STATE_H_
 
@@ -62,6 +40,7 @@ inline constexpr int64_t kMaxPromptTokens = int64_t{1} << 20;  // tokens
 inline constexpr int32_t kMaxReserveTokens = 65536;            // slots
 inline constexpr int32_t kMaxGrowTokens = 65536;               // slots
 inline constexpr int32_t kMaxForkChildren = 64;
+// One bit per worker in each tree node's 64-bit residency mask.
 inline constexpr int kMaxWorkersPerModel = 64;
 inline constexpr int64_t kMaxCapacitySlots = int64_t{1} << 26;  // slots
 inline constexpr size_t kMaxWorkerIdBytes = 128;
@@ -396,8 +375,8 @@ class CacheState {
   // INVALID_ARGUMENT: the malformed requests RegisterWorker rejects (checked
   // first, with the same messages). FAILED_PRECONDITION naming both vocab
   // sizes and the disagreeing live worker (the smallest such worker_id)
-  // otherwise. Changes nothing. Not part of RegisterWorker:
-  // journals written before this check existed replay unchanged.
+  // otherwise. Changes nothing. Not part of RegisterWorker, so journal
+  // replay never applies it.
   absl::Status CheckVocabAgreesWithLiveWorkers(
       const RegisterWorkerRequest& request, int64_t now_ms) const;
 

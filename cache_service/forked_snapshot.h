@@ -10,13 +10,8 @@
 // the journal records it covers (SnapshotPoint taken at the fork), in
 // journal order and only if no journal failure happened since.
 //
-// Why fork and not an in-process copy: a full CacheState at 1M cached tokens
-// is ~17k tree nodes with a token run, residency records and slot runs
-// each; copying them (or Serialize(), ~40-60 ms) under the mutex costs
-// milliseconds, while fork costs a page-table copy (measured in
-// docs/perf.md "cache_service (gRPC + Redis)"). The price is copy-on-write
-// faults in the parent while a child lives, and a second process's CPU
-// (the child runs at nice 10).
+// Why fork and not a copy under the mutex: docs/architecture.md "Snapshots
+// without an RPC stall".
 //
 // Rules for the child (a fork of a multi-threaded process): it only runs
 // the caller's serialize function (plain memory reads and malloc, which

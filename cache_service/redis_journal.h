@@ -1,18 +1,9 @@
 // Write-ahead journal of the cache service in Redis (hiredis 0.14): an ordered
-// list of opaque entries plus one snapshot blob. Every state change of the
-// cache service is appended here and acknowledged to its client only after
-// Redis has accepted it (group commit: one writer thread drains everything
-// queued so far into a single pipelined RPUSH). A snapshot replaces the list
-// atomically (a Lua script: SET snapshot, DEL journal), so recovery is
-// always `Restore(snapshot)` followed by a replay of the list, in order.
-//
-// Background snapshots (ForkedSnapshotter, forked_snapshot.h) cover a
-// sequence number S instead of "everything queued so far": the blob is first
-// stored under a staging key over a second connection (WriteSnapshot()), then
-// a small fenced script queued in append order renames it to K:snapshot and
-// trims from K:journal exactly the records with sequence <= S (records are
-// ordered by (owner token, sequence), found by binary search), so
-// K:snapshot + K:journal always equals the acknowledged history.
+// list of opaque entries plus one snapshot blob. An entry is acknowledged
+// only after Redis has accepted it (group commit: one writer thread drains
+// everything queued so far into one pipelined, fenced script). Recovery is
+// always `Restore(snapshot)` then a replay of the list, in order. The
+// design is in docs/architecture.md "Cache service design choices".
 //
 // Redis layout (K = key_prefix):
 //   K:snapshot  string, the last snapshot blob (absent before the first one)
@@ -22,32 +13,27 @@
 //               A record is EncodeJournalRecord(owner token, sequence number,
 //               entry): its first kJournalRecordIdBytes bytes ("#", 16 hex
 //               digits of the owner token, 16 of the sequence number) are
-//               its unique id. Records without the "#" (written before ids
-//               existed) are read back whole, as entries.
+//               its unique id. A record without the "#" (the format without
+//               ids) is read back whole, as an entry.
 //   K:owner     integer, INCRed by every Open() and every Reconnect(): the
 //               fencing token
 //
-// Fencing: one logical cache service writes a given key_prefix. Every write
-// is a Lua script that first checks K:owner against the token this process
-// got at Open(); once a newer process has opened the journal (e.g. during a
-// rolling restart), the older one's writes fail with "FENCED" and it can no
-// longer reconnect (fenced()), so two processes never interleave.
+// Snapshots: AppendSnapshot() replaces the list atomically (SET snapshot,
+// DEL journal); a background snapshot (forked_snapshot.h) covers a sequence
+// number S: WriteSnapshot() stores the blob under a staging key over a
+// second connection, then a fenced script queued in append order renames it
+// to K:snapshot and trims exactly the records with sequence <= S (binary
+// search over (owner token, sequence)), so K:snapshot + K:journal always
+// equals the acknowledged history.
 //
-// Unacknowledged entries (the done callback got an error): a failed write
-// (e.g. an I/O timeout while Redis is stalled) may still be sitting in
-// Redis's socket buffer and be applied later. The journal remembers the ids
-// of every entry whose write was attempted and failed; Reconnect() runs one
-// Lua script that (1) checks the owner token, (2) rewrites K:journal without
-// those records and (3) INCRs K:owner to a new token. Since (3) happens in
-// the same atomic step, a stale pipelined write of the old connection that
-// Redis executes afterwards fails its fencing check, and one executed
-// before is removed by (2): either way no unacknowledged entry is replayed.
-// A snapshot is always written first in its pipelined batch, so it only
-// covers entries that were acknowledged before it (never a failed one).
-// Left open (write-ahead-log semantics): if this PROCESS dies after Redis
-// stored an entry but before the callback ran, or before a Reconnect()
-// removed a failed one, nobody remembers the id and the entry is replayed by
-// the next process.
+// Fencing: every write is a Lua script that first checks K:owner against
+// this process's token; once a newer process has opened the journal, the
+// older one's writes fail with "FENCED" and it cannot reconnect (fenced()).
+// The ids of failed writes are remembered; Reconnect() removes those records
+// and INCRs K:owner in one script, so a stale pipelined write executed later
+// fails its fencing check and one executed before is removed: no
+// unacknowledged entry is replayed. A snapshot goes first in its pipelined
+// batch, so it covers only acknowledged entries.
 #ifndef RADIXKV_CACHE_SERVICE_REDIS_JOURNAL_H_
 #define RADIXKV_CACHE_SERVICE_REDIS_JOURNAL_H_
 
