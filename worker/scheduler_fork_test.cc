@@ -16,6 +16,7 @@
 #include "worker/scheduler.h"
 #include "worker/testing/fake_kv_cache_client.h"
 #include "worker/testing/fake_model_executor.h"
+#include "worker/testing/scheduler_fixture.h"
 
 namespace radixkv::worker {
 namespace {
@@ -66,54 +67,27 @@ struct Outcome {
   int32_t stream_ends = 0;  // events with finished and !more_samples
 };
 
-class SchedulerForkTest : public ::testing::Test {
+class SchedulerForkTest : public testing::SchedulerFixture {
  protected:
-  void Init(int64_t capacity, int32_t page_size,
-            SchedulerOptions options = {}) {
-    cache_ = std::make_unique<FakeKvCacheClient>(capacity, page_size);
-    executor_ =
+  // The fixture over a PageWriteCheckingExecutor.
+  void InitChecked(int64_t capacity, int32_t page_size) {
+    auto executor =
         std::make_unique<PageWriteCheckingExecutor>(capacity, page_size);
-    executor_->set_cache(cache_.get());
-    options.start_thread = false;
-    options.heartbeat_interval = absl::Hours(1);
-    auto scheduler = Scheduler::Create(options, executor_.get(), cache_.get(),
-                                       nullptr, nullptr);
-    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-    scheduler_ = std::move(*scheduler);
+    checked_ = executor.get();
+    Init(capacity, page_size, {}, true, std::move(executor));
+    checked_->set_cache(cache_.get());
   }
 
-  std::vector<int32_t> Prompt(int n) {
-    std::uniform_int_distribution<int32_t> dist(
-        3, FakeModelExecutor::kVocabSize - 1);
-    std::vector<int32_t> out(n);
-    for (int32_t& t : out) t = dist(rng_);
-    return out;
-  }
-
-  static v1::GenerateRequest Request(const std::string& id,
-                                     const std::vector<int32_t>& prompt,
-                                     int max_new_tokens, int n) {
-    v1::GenerateRequest r;
-    r.set_request_id(id);
-    r.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
-    r.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+  static v1::GenerateRequest SamplesRequest(const std::string& id,
+                                            const std::vector<int32_t>& prompt,
+                                            int max_new_tokens, int n) {
+    v1::GenerateRequest r = Request(id, prompt, max_new_tokens);
     r.mutable_sampling()->set_ignore_eos(true);
     r.set_n(n);
     return r;
   }
 
-  std::shared_ptr<RequestStream> Submit(const v1::GenerateRequest& r) {
-    auto stream = scheduler_->Submit(r);
-    EXPECT_TRUE(stream.ok()) << stream.status();
-    return stream.ok() ? *stream : nullptr;
-  }
-
-  void RunUntilIdle() {
-    for (int i = 0; i < 20000 && !scheduler_->Idle(); ++i) scheduler_->Step();
-    ASSERT_TRUE(scheduler_->Idle());
-  }
-
-  static Outcome Collect(RequestStream& stream) {
+  static Outcome CollectSamples(RequestStream& stream) {
     Outcome out;
     GenerateEvent e;
     while (stream.Pop(&e, absl::ZeroDuration())) {
@@ -134,22 +108,19 @@ class SchedulerForkTest : public ::testing::Test {
     return out;
   }
 
-  std::mt19937 rng_{4242};
-  std::unique_ptr<FakeKvCacheClient> cache_;
-  std::unique_ptr<PageWriteCheckingExecutor> executor_;
-  std::unique_ptr<Scheduler> scheduler_;
+  PageWriteCheckingExecutor* checked_ = nullptr;
 };
 
 TEST_F(SchedulerForkTest,
        GreedySamplesShareOnePrefillAndNeverWriteASharedPage) {
-  Init(512, 4);
+  InitChecked(512, 4);
   // 9 shared positions: pages 0-1 full, page 2 holds one position, so every
   // child's first write (position 9) lands in the shared partial page
   // unless it was copied first.
-  const std::vector<int32_t> prompt = Prompt(10);
-  auto stream = Submit(Request("fork", prompt, 6, 4));
+  const std::vector<int32_t> prompt = RandomPrompt(10);
+  auto stream = Submit(SamplesRequest("fork", prompt, 6, 4));
   RunUntilIdle();
-  Outcome out = Collect(*stream);
+  Outcome out = CollectSamples(*stream);
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.stream_ends, 1);
   ASSERT_EQ(out.samples.size(), 4u);
@@ -171,7 +142,7 @@ TEST_F(SchedulerForkTest,
   }
   EXPECT_EQ(extend_tokens, 9);
   // 9 prompt positions + 4 x (last prompt token + 5 generated with KV).
-  EXPECT_EQ(executor_->writes(), 9 + 4 * 6);
+  EXPECT_EQ(checked_->writes(), 9 + 4 * 6);
   // Copy-on-write of the shared partial page: one copy per child but the
   // last (by then the page is its alone).
   EXPECT_EQ(copy_ops, 3);
@@ -185,14 +156,14 @@ TEST_F(SchedulerForkTest,
 }
 
 TEST_F(SchedulerForkTest, SeededSamplesDrawFromSeedPlusIndex) {
-  Init(1024, 16);
-  const std::vector<int32_t> prompt = Prompt(21);
-  v1::GenerateRequest r = Request("seeded", prompt, 8, 3);
+  InitChecked(1024, 16);
+  const std::vector<int32_t> prompt = RandomPrompt(21);
+  v1::GenerateRequest r = SamplesRequest("seeded", prompt, 8, 3);
   r.mutable_sampling()->set_temperature(5.0f);
   r.mutable_sampling()->set_seed(100);
   auto stream = Submit(r);
   RunUntilIdle();
-  Outcome out = Collect(*stream);
+  Outcome out = CollectSamples(*stream);
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.samples.size(), 3u);
   for (int32_t i = 0; i < 3; ++i) {
@@ -211,19 +182,19 @@ TEST_F(SchedulerForkTest, SeededSamplesDrawFromSeedPlusIndex) {
   }
   EXPECT_NE(out.samples[0].tokens, out.samples[1].tokens);
   // Sample 0 is what n = 1 with the same seed gives.
-  executor_->set_check_writes(false);
+  checked_->set_check_writes(false);
   v1::GenerateRequest single = r;
   single.set_request_id("single");
   single.set_n(1);
   auto one = Submit(single);
   RunUntilIdle();
-  Outcome o1 = Collect(*one);
+  Outcome o1 = CollectSamples(*one);
   EXPECT_EQ(o1.samples[0].tokens, out.samples[0].tokens);
 }
 
 TEST_F(SchedulerForkTest, AbortReleasesEveryChild) {
-  Init(512, 4);
-  auto stream = Submit(Request("abort", Prompt(10), 50, 4));
+  InitChecked(512, 4);
+  auto stream = Submit(SamplesRequest("abort", RandomPrompt(10), 50, 4));
   for (int i = 0; i < 200 && cache_->calls("Fork") == 0; ++i) {
     scheduler_->Step();
   }
@@ -232,7 +203,7 @@ TEST_F(SchedulerForkTest, AbortReleasesEveryChild) {
   EXPECT_EQ(cache_->active_leases(), 4);
   ASSERT_TRUE(scheduler_->Abort("abort"));
   RunUntilIdle();
-  Outcome out = Collect(*stream);
+  Outcome out = CollectSamples(*stream);
   EXPECT_EQ(out.status.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(out.stream_ends, 1);
   EXPECT_EQ(cache_->active_leases(), 0);
@@ -241,11 +212,11 @@ TEST_F(SchedulerForkTest, AbortReleasesEveryChild) {
 }
 
 TEST_F(SchedulerForkTest, OneTokenPromptSamplesAcquireTheirOwnLeases) {
-  Init(512, 4);
-  executor_->set_check_writes(false);  // n = 1 leases (see above)
-  auto stream = Submit(Request("one", {7}, 3, 3));
+  InitChecked(512, 4);
+  checked_->set_check_writes(false);  // n = 1 leases (see above)
+  auto stream = Submit(SamplesRequest("one", {7}, 3, 3));
   RunUntilIdle();
-  Outcome out = Collect(*stream);
+  Outcome out = CollectSamples(*stream);
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.samples.size(), 3u);
   for (const auto& [i, s] : out.samples) {
@@ -257,13 +228,13 @@ TEST_F(SchedulerForkTest, OneTokenPromptSamplesAcquireTheirOwnLeases) {
 }
 
 TEST_F(SchedulerForkTest, LogprobsAreTheLogSoftmaxOfTheExecutorsLogits) {
-  Init(512, 4);
-  const std::vector<int32_t> prompt = Prompt(6);
-  v1::GenerateRequest r = Request("lp", prompt, 4, 2);
+  InitChecked(512, 4);
+  const std::vector<int32_t> prompt = RandomPrompt(6);
+  v1::GenerateRequest r = SamplesRequest("lp", prompt, 4, 2);
   r.mutable_sampling()->set_logprobs(3);
   auto stream = Submit(r);
   RunUntilIdle();
-  Outcome out = Collect(*stream);
+  Outcome out = CollectSamples(*stream);
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.samples.size(), 2u);
   for (const auto& [index, s] : out.samples) {
