@@ -92,6 +92,39 @@ absl::Status CheckModelIndependentFields(const GenerateRequest& request) {
           absl::StrCat("stop strings must be <= 256 bytes, got ", s.size()));
     }
   }
+  return CheckSamplingControls(request);
+}
+
+absl::Status CheckSamplingControls(const GenerateRequest& request) {
+  if (request.n() < 0 || request.n() > kMaxSamples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n must be in [1, 64], got ", request.n()));
+  }
+  const SamplingParams& sp = request.sampling();
+  if (sp.logprobs() < 0 || sp.logprobs() > kMaxLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logprobs must be in [0, 20], got ", sp.logprobs()));
+  }
+  // The negated comparisons also refuse NaN.
+  if (!(sp.repetition_penalty() >= 0 &&
+        sp.repetition_penalty() <= kMaxRepetitionPenalty)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repetition_penalty must be in [0, 2] (0 = unset = 1), "
+                     "got ",
+                     sp.repetition_penalty()));
+  }
+  if (!(std::abs(sp.frequency_penalty()) <= kMaxAbsPenalty)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frequency_penalty must be in [-2, 2], got ", sp.frequency_penalty()));
+  }
+  if (!(std::abs(sp.presence_penalty()) <= kMaxAbsPenalty)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "presence_penalty must be in [-2, 2], got ", sp.presence_penalty()));
+  }
+  if (!(sp.min_p() >= 0 && sp.min_p() <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_p must be in [0, 1], got ", sp.min_p()));
+  }
   return absl::OkStatus();
 }
 

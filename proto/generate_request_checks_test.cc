@@ -53,6 +53,16 @@ TEST(GenerateRequestChecksTest, AcceptsValidRequestsAtTheBounds) {
   r.set_priority(1000);
   r.mutable_sampling()->set_top_p(0);  // unset = 1
   EXPECT_TRUE(CheckModelIndependentFields(r).ok());
+  r.set_n(64);
+  r.mutable_sampling()->set_logprobs(20);
+  r.mutable_sampling()->set_repetition_penalty(2);
+  r.mutable_sampling()->set_frequency_penalty(-2);
+  r.mutable_sampling()->set_presence_penalty(2);
+  r.mutable_sampling()->set_min_p(1);
+  EXPECT_TRUE(CheckModelIndependentFields(r).ok());
+  EXPECT_EQ(NumSamples(r), 64);
+  r.set_n(0);
+  EXPECT_EQ(NumSamples(r), 1);
 }
 
 TEST(GenerateRequestChecksTest, EachBrokenRuleIsInvalidArgumentNamingIt) {
@@ -107,6 +117,32 @@ TEST(GenerateRequestChecksTest, EachBrokenRuleIsInvalidArgumentNamingIt) {
          r->mutable_sampling()->add_stop(std::string(257, 'x'));
        },
        "stop strings must be <= 256 bytes, got 257"},
+      {[](GenerateRequest* r) { r->set_n(65); },
+       "n must be in [1, 64], got 65"},
+      {[](GenerateRequest* r) { r->set_n(-1); },
+       "n must be in [1, 64], got -1"},
+      {[](GenerateRequest* r) { r->mutable_sampling()->set_logprobs(21); },
+       "logprobs must be in [0, 20], got 21"},
+      {[](GenerateRequest* r) { r->mutable_sampling()->set_logprobs(-1); },
+       "logprobs must be in [0, 20], got -1"},
+      {[](GenerateRequest* r) {
+         r->mutable_sampling()->set_repetition_penalty(2.5f);
+       },
+       "repetition_penalty must be in [0, 2]"},
+      {[&](GenerateRequest* r) {
+         r->mutable_sampling()->set_repetition_penalty(nan);
+       },
+       "repetition_penalty must be in [0, 2]"},
+      {[](GenerateRequest* r) {
+         r->mutable_sampling()->set_frequency_penalty(-2.5f);
+       },
+       "frequency_penalty must be in [-2, 2], got -2.5"},
+      {[&](GenerateRequest* r) {
+         r->mutable_sampling()->set_presence_penalty(inf);
+       },
+       "presence_penalty must be in [-2, 2]"},
+      {[](GenerateRequest* r) { r->mutable_sampling()->set_min_p(1.5f); },
+       "min_p must be in [0, 1], got 1.5"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     GenerateRequest r = Valid();

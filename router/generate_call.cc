@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/generate_request_checks.h"
 #include "router/router_service.h"
 #include "spdlog/spdlog.h"
 
@@ -238,8 +239,11 @@ void GenerateCall::Place(std::vector<WorkerCandidate> live,
   const absl::Time now = absl::Now();
   PlacementInput input;
   input.tokens = tokens_;
+  // n samples decode n sequences on the one worker that holds the prompt
+  // (the fork needs its pages there): the load is n times the tokens.
   input.max_new_tokens =
-      std::max(0, params_.request.sampling().max_new_tokens());
+      std::max(0, params_.request.sampling().max_new_tokens()) *
+      radixkv::v1::NumSamples(params_.request);
   input.prefix_cache_disabled = params_.request.disable_prefix_cache();
   // Prefer workers that have not failed (this request, or recently) and
   // that the cache service has heard from since its restart.

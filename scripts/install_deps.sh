@@ -40,6 +40,8 @@ TEST_PACKAGES=(
   prometheus nodejs
   # chat templates: jinja2 as the differential oracle of model/chat
   python3-jinja2
+  # the sampler reference (worker/testdata/sampler_reference.py)
+  python3-numpy
   # GPU kernels: AMD gfx9 compile-only CI of worker/kernels/hip (ROCm 5.2 HIP,
   # clang 15; ~650 MB). NVIDIA builds use /usr/local/cuda/bin/nvcc.
   hipcc

@@ -8,8 +8,7 @@ BatchPlan PlanBatch(absl::Span<const std::unique_ptr<Sequence>> running,
                     int32_t prefill_budget) {
   BatchPlan plan;
   for (const auto& seq : running) {
-    const int64_t remaining =
-        static_cast<int64_t>(seq->tokens.size()) - seq->num_computed;
+    const int64_t remaining = seq->compute_end() - seq->num_computed;
     const bool prefill = seq->in_prefill();
     int64_t chunk = prefill ? std::min<int64_t>(remaining, prefill_budget)
                             : std::min<int64_t>(remaining, 1);
@@ -72,6 +71,14 @@ std::vector<SequenceSampling> BuildSequenceSampling(
     s.seed = seq.sampling.seed;
     s.step = static_cast<uint64_t>(seq.num_generated);
     s.host_sampler = seq.sampler.get();
+    s.repetition_penalty = seq.sampling.repetition_penalty;
+    s.frequency_penalty = seq.sampling.frequency_penalty;
+    s.presence_penalty = seq.sampling.presence_penalty;
+    s.min_p = seq.sampling.min_p;
+    s.logprobs = seq.sampling.logprobs;
+    const absl::Span<const int32_t> tokens(seq.tokens);
+    s.prompt = tokens.subspan(0, seq.prompt_len);
+    s.output = tokens.subspan(seq.prompt_len);
   }
   return sampling;
 }

@@ -53,7 +53,9 @@ ForwardBatch BuildForwardBatch(absl::Span<const BatchEntry> entries);
 
 // Per entry: whether a token is drawn (the chunk reaches the end of the
 // sequence's tokens) and the request's sampling parameters, seed, step
-// (tokens generated so far) and host sampler.
+// (tokens generated so far), host sampler and token history (prompt and
+// output, views of Sequence::tokens). `sampled` is left null (the caller
+// provides the logprob outputs).
 std::vector<SequenceSampling> BuildSequenceSampling(
     absl::Span<const BatchEntry> entries);
 

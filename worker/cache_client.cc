@@ -81,6 +81,12 @@ absl::StatusOr<v1::GrowResponse> GrpcKvCacheClient::Grow(
                                 request, rpc_timeout_, "Grow");
 }
 
+absl::StatusOr<v1::ForkResponse> GrpcKvCacheClient::Fork(
+    const v1::ForkRequest& request) {
+  return Call<v1::ForkResponse>(stub_.get(), &v1::CacheService::Stub::Fork,
+                                request, rpc_timeout_, "Fork");
+}
+
 absl::StatusOr<v1::CommitResponse> GrpcKvCacheClient::Commit(
     const v1::CommitRequest& request) {
   return Call<v1::CommitResponse>(stub_.get(), &v1::CacheService::Stub::Commit,

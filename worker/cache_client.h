@@ -44,6 +44,11 @@ class KvCacheClient {
   // Appends >= num_tokens slots to a lease.
   virtual absl::StatusOr<v1::GrowResponse> Grow(
       const v1::GrowRequest& request) = 0;
+  // Makes num_children leases sharing the parent's first num_tokens
+  // positions (ref-counted pages; the next Grow of a child copies a shared
+  // partial last page: copy-on-write).
+  virtual absl::StatusOr<v1::ForkResponse> Fork(
+      const v1::ForkRequest& request) = 0;
   // Inserts the written tokens into the tree and unlocks (ends the lease
   // unless keep_lease).
   virtual absl::StatusOr<v1::CommitResponse> Commit(
@@ -74,6 +79,8 @@ class GrpcKvCacheClient : public KvCacheClient {
       const v1::AcquireRequest& request) override;
   absl::StatusOr<v1::GrowResponse> Grow(
       const v1::GrowRequest& request) override;
+  absl::StatusOr<v1::ForkResponse> Fork(
+      const v1::ForkRequest& request) override;
   absl::StatusOr<v1::CommitResponse> Commit(
       const v1::CommitRequest& request) override;
   absl::StatusOr<v1::ReleaseResponse> Release(

@@ -23,6 +23,9 @@ v1::GenerateResponse ToResponse(const GenerateEvent& event,
   *response.mutable_usage() = event.usage;
   response.set_worker_id(worker_id);
   response.set_elapsed_s(event.elapsed_s);
+  response.set_sample_index(event.sample_index);
+  response.mutable_logprobs()->Assign(event.logprobs.begin(),
+                                      event.logprobs.end());
   return response;
 }
 
@@ -62,7 +65,9 @@ void GenerateReactor::WriteNext() {
     if (writing_ || finishing_) return;
     GenerateEvent event;
     while (!write && !final_status_.has_value() && stream_->TryPop(&event)) {
-      if (event.finished) final_status_ = ToGrpcStatus(event.status);
+      if (event.finished && !event.more_samples) {
+        final_status_ = ToGrpcStatus(event.status);
+      }
       // A failure carries no tokens: it is the call's status only.
       if (event.token_ids.empty() && !(event.finished && event.status.ok())) {
         continue;

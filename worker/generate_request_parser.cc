@@ -36,6 +36,12 @@ absl::StatusOr<SamplingParams> ParseSampling(
   sampling.max_new_tokens = sp.max_new_tokens();
   sampling.ignore_eos = sp.ignore_eos();
   sampling.seed = sp.seed();
+  sampling.repetition_penalty =
+      sp.repetition_penalty() == 0.0f ? 1.0f : sp.repetition_penalty();
+  sampling.frequency_penalty = sp.frequency_penalty();
+  sampling.presence_penalty = sp.presence_penalty();
+  sampling.min_p = sp.min_p();
+  sampling.logprobs = sp.logprobs();
   if (sp.top_k() > limits.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "top_k must be in [0, vocab_size=", limits.vocab_size, "]"));
@@ -101,8 +107,11 @@ absl::StatusOr<std::vector<int32_t>> ParsePrompt(
   return prompt;
 }
 
-// The context and the pool bound prompt + max_new_tokens.
+// The context and the pool bound prompt + max_new_tokens; with n samples the
+// pool holds the prompt's pages once and each sample's own pages (from the
+// page of the last prompt token, which every sample recomputes).
 absl::Status CheckFits(int64_t prompt_len, int32_t max_new_tokens,
+                       int32_t num_samples,
                        const GenerateRequestLimits& limits) {
   const int64_t max_positions = limits.max_position_embeddings;
   if (prompt_len + max_new_tokens > max_positions) {
@@ -115,11 +124,18 @@ absl::Status CheckFits(int64_t prompt_len, int32_t max_new_tokens,
   // rejected now instead of failing after streaming part of its output.
   const int64_t page_size = limits.page_size;
   const int64_t needed_slots = prompt_len + max_new_tokens - 1;
-  const int64_t needed_pages = (needed_slots + page_size - 1) / page_size;
+  int64_t needed_pages = (needed_slots + page_size - 1) / page_size;
+  if (num_samples > 1) {
+    const int64_t shared_pages = (prompt_len - 1) / page_size;
+    const int64_t own_slots = needed_slots - shared_pages * page_size;
+    needed_pages =
+        shared_pages + num_samples * ((own_slots + page_size - 1) / page_size);
+  }
   if (needed_pages * page_size > limits.capacity_slots) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "prompt (", prompt_len, " tokens) + max_new_tokens (", max_new_tokens,
-        ") cannot fit the KV pool of ", limits.capacity_slots,
+        ")", num_samples > 1 ? absl::StrCat(" x n (", num_samples, ")") : "",
+        " cannot fit the KV pool of ", limits.capacity_slots,
         " slots (page_size ", page_size, ") even when it is empty"));
   }
   return absl::OkStatus();
@@ -153,7 +169,8 @@ absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(
   if (!prompt.ok()) return prompt.status();
   parsed.prompt = *std::move(prompt);
   if (absl::Status fits = CheckFits(static_cast<int64_t>(parsed.prompt.size()),
-                                    parsed.sampling.max_new_tokens, limits);
+                                    parsed.sampling.max_new_tokens,
+                                    v1::NumSamples(request), limits);
       !fits.ok()) {
     return fits;
   }
@@ -161,6 +178,7 @@ absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(
   parsed.priority = request.priority();
   parsed.disable_prefix_cache = request.disable_prefix_cache();
   parsed.return_text = request.return_text();
+  parsed.num_samples = v1::NumSamples(request);
   return parsed;
 }
 

@@ -42,6 +42,8 @@ struct ParsedGenerateRequest {
   int32_t priority = 0;
   bool disable_prefix_cache = false;
   bool return_text = false;
+  // GenerateRequest.n, [1, 64].
+  int32_t num_samples = 1;
 };
 
 // Errors (INVALID_ARGUMENT unless stated): a model other than
@@ -52,7 +54,9 @@ struct ParsedGenerateRequest {
 // prompt without a tokenizer, an empty prompt, text longer than
 // MaxPromptTextBytes (checked before tokenizing), prompt + max_new_tokens
 // beyond the context; RESOURCE_EXHAUSTED when prompt + max_new_tokens - 1
-// slots, in whole pages, exceed the pool. `tokenizer` may be nullptr.
+// slots, in whole pages, exceed the pool (with n > 1: the prompt's full
+// pages once plus n x the pages of each sample's own positions). `tokenizer`
+// may be nullptr.
 absl::StatusOr<ParsedGenerateRequest> ParseGenerateRequest(
     const v1::GenerateRequest& request, const GenerateRequestLimits& limits,
     const model::Tokenizer* tokenizer);

@@ -47,6 +47,12 @@ TEST(GenerateRequestParserTest, CopiesTheRequestsValues) {
   sp->set_ignore_eos(true);
   sp->add_stop_token_ids(0);
   sp->add_stop_token_ids(63);
+  sp->set_repetition_penalty(1.25f);
+  sp->set_frequency_penalty(-0.5f);
+  sp->set_presence_penalty(0.75f);
+  sp->set_min_p(0.05f);
+  sp->set_logprobs(5);
+  request.set_n(3);
   absl::StatusOr<ParsedGenerateRequest> parsed =
       ParseGenerateRequest(request, Limits(), nullptr);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -63,12 +69,20 @@ TEST(GenerateRequestParserTest, CopiesTheRequestsValues) {
   EXPECT_TRUE(parsed->sampling.ignore_eos);
   EXPECT_EQ(parsed->sampling.stop_token_ids, (std::vector<int32_t>{0, 63}));
   EXPECT_TRUE(parsed->sampling.stop_strings.empty());
+  EXPECT_EQ(parsed->sampling.repetition_penalty, 1.25f);
+  EXPECT_EQ(parsed->sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(parsed->sampling.presence_penalty, 0.75f);
+  EXPECT_EQ(parsed->sampling.min_p, 0.05f);
+  EXPECT_EQ(parsed->sampling.logprobs, 5);
+  EXPECT_EQ(parsed->num_samples, 3);
 
   // No seed: 0 (the scheduler derives one from the request id).
   absl::StatusOr<ParsedGenerateRequest> unseeded =
       ParseGenerateRequest(Request({1}, 1), Limits(), nullptr);
   ASSERT_TRUE(unseeded.ok());
   EXPECT_EQ(unseeded->sampling.seed, 0u);
+  EXPECT_EQ(unseeded->sampling.repetition_penalty, 1.0f);  // 0 = unset = 1.
+  EXPECT_EQ(unseeded->num_samples, 1);                     // 0 = unset = 1.
 }
 
 TEST(GenerateRequestParserTest, ModelDependentErrorsNameTheLimit) {
@@ -121,6 +135,15 @@ TEST(GenerateRequestParserTest, ModelDependentErrorsNameTheLimit) {
   add("pool", r, absl::StatusCode::kResourceExhausted,
       "prompt (90 tokens) + max_new_tokens (8) cannot fit the KV pool of 96 "
       "slots (page_size 16) even when it is empty");
+  // n samples of 33 + 8 - 1 = 40 slots: the 2 full prompt pages once, then
+  // one page per sample; 2 + 5 = 7 pages of 16 > 96 slots.
+  r = Request(std::vector<int32_t>(33, 1), 8);
+  r.set_n(5);
+  add("pool, n", r, absl::StatusCode::kResourceExhausted,
+      "prompt (33 tokens) + max_new_tokens (8) x n (5) cannot fit the KV pool "
+      "of 96 slots (page_size 16) even when it is empty");
+  r.set_n(65);
+  add("n", r, kInvalid, "n must be in [1, 64], got 65");
   for (const Case& c : cases) {
     absl::Status status = Parse(c.request);
     EXPECT_EQ(status.code(), c.code) << c.name << ": " << status;
@@ -128,6 +151,9 @@ TEST(GenerateRequestParserTest, ModelDependentErrorsNameTheLimit) {
   }
   // At the bounds: accepted. 90 + 7 - 1 = 96 slots = 6 pages.
   EXPECT_TRUE(Parse(Request(std::vector<int32_t>(90, 1), 7)).ok());
+  v1::GenerateRequest four = Request(std::vector<int32_t>(33, 1), 8);
+  four.set_n(4);  // 2 + 4 = 6 pages.
+  EXPECT_TRUE(Parse(four).ok());
   EXPECT_EQ(Parse(Request({1}, 101)).code(), kInvalid);  // Worker's limit.
 }
 

@@ -47,6 +47,19 @@ absl::Status ValidateSequenceSampling(
           "ForwardSample: sequence ", b, " has invalid sampling (temperature ",
           s.temperature, ", top_k ", s.top_k, ", top_p ", s.top_p, ")"));
     }
+    if (!(s.repetition_penalty > 0 && s.repetition_penalty <= 2) ||
+        !(std::abs(s.frequency_penalty) <= 2) ||
+        !(std::abs(s.presence_penalty) <= 2) ||
+        !(s.min_p >= 0 && s.min_p <= 1) || s.logprobs < 0 || s.logprobs > 20 ||
+        (s.logprobs > 0 && s.sampled == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ForwardSample: sequence ", b,
+          " has invalid processors (repetition_penalty ", s.repetition_penalty,
+          ", frequency_penalty ", s.frequency_penalty, ", presence_penalty ",
+          s.presence_penalty, ", min_p ", s.min_p, ", logprobs ", s.logprobs,
+          s.logprobs > 0 && s.sampled == nullptr ? " without an output" : "",
+          ")"));
+    }
   }
   return absl::OkStatus();
 }
@@ -73,19 +86,25 @@ absl::Status ModelExecutor::ForwardSample(
     const SequenceSampling& s = sampling[b];
     if (!s.needs_token) continue;
     const absl::Span<const float> row(logits.data() + b * vocab, vocab);
-    absl::StatusOr<int32_t> token;
+    absl::StatusOr<SampledToken> token;
     if (s.host_sampler != nullptr) {
-      token = s.host_sampler->Sample(row);
+      token = s.host_sampler->SampleWithHistory(row, s.prompt, s.output);
     } else {
       SamplingParams params;
       params.temperature = s.temperature;
       params.top_k = s.top_k;
       params.top_p = s.top_p;
+      params.repetition_penalty = s.repetition_penalty;
+      params.frequency_penalty = s.frequency_penalty;
+      params.presence_penalty = s.presence_penalty;
+      params.min_p = s.min_p;
+      params.logprobs = s.logprobs;
       params.seed = SplitMix64(s.seed ^ SplitMix64(s.step));
       Sampler sampler(params);
-      token = sampler.Sample(row);
+      token = sampler.SampleWithHistory(row, s.prompt, s.output);
     }
-    (*token_ids)[b] = token.ok() ? *token : kSamplingFailedToken;
+    (*token_ids)[b] = token.ok() ? token->token : kSamplingFailedToken;
+    if (token.ok() && s.logprobs > 0) *s.sampled = *std::move(token);
   }
   return absl::OkStatus();
 }

@@ -84,12 +84,36 @@ struct SequenceSampling {
   // Index of this token in the request's output (0 = first generated token);
   // the counter of device random streams.
   uint64_t step = 0;
+  // Logit processors (worker/logit_processors.h; SamplingParams): 1, 0, 0,
+  // 0 = off.
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  float min_p = 0.0f;
+  // Top alternatives with the sampled token's logprob, [0, 20]; 0 = none.
+  int32_t logprobs = 0;
+  // The request's token history for the penalties: its prompt and the
+  // tokens it generated so far (valid during the call).
+  absl::Span<const int32_t> prompt;
+  absl::Span<const int32_t> output;
+  // Receives the sampled token with its logprobs when logprobs > 0 (not
+  // null then; untouched otherwise).
+  SampledToken* sampled = nullptr;
   // The request's host sampler (same parameters, stream seeded with `seed`,
   // advanced once per sampled token): the default ForwardSample draws from
   // it, so the host path gives exactly the tokens of Forward + Sampler.
   // Device backends ignore it. nullptr: the default implementation draws
   // from a fresh Sampler seeded with a mix of (seed, step).
   Sampler* host_sampler = nullptr;
+
+  // True when a processor beyond temperature / top-k / top-p or logprobs is
+  // asked for: device backends without kernels for them sample such batches
+  // on the host (ModelExecutor::ForwardSample).
+  bool NeedsHostProcessors() const {
+    return needs_token &&
+           (repetition_penalty != 1.0f || frequency_penalty != 0.0f ||
+            presence_penalty != 0.0f || min_p != 0.0f || logprobs > 0);
+  }
 };
 
 // token_ids value of a ForwardSample row that needed a token but could not be
@@ -124,7 +148,9 @@ class ModelExecutor {
   // each row on the host (SequenceSampling::host_sampler); device backends
   // override it. Errors: those of Forward; INVALID_ARGUMENT for a sampling size
   // other than B, return_all_logits, or invalid sampling values (temperature <
-  // 0 or not finite, top_k < 0, top_p outside (0, 1]).
+  // 0 or not finite, top_k < 0, top_p outside (0, 1], repetition_penalty
+  // outside (0, 2], frequency or presence penalty outside [-2, 2], min_p
+  // outside [0, 1], logprobs outside [0, 20] or without `sampled`).
   virtual absl::Status ForwardSample(
       const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
       std::vector<int32_t>* token_ids);

@@ -99,6 +99,18 @@ GenerateEvent EndEvent(const Sequence& seq, absl::Status status,
   return event;
 }
 
+v1::TokenLogprobs ToTokenLogprobs(const SampledToken& sampled) {
+  v1::TokenLogprobs out;
+  out.mutable_sampled()->set_token_id(sampled.token);
+  out.mutable_sampled()->set_logprob(sampled.logprob);
+  for (const auto& [id, logprob] : sampled.top) {
+    v1::TokenLogprob* top = out.add_top();
+    top->set_token_id(id);
+    top->set_logprob(logprob);
+  }
+  return out;
+}
+
 absl::Status CheckSampledTokens(absl::Span<const int32_t> token_ids,
                                 absl::Span<const SequenceSampling> sampling,
                                 int32_t vocab_size) {

@@ -63,6 +63,9 @@ std::vector<int32_t> MergeEosTokenIds(
 GenerateEvent EndEvent(const Sequence& seq, absl::Status status,
                        v1::FinishReason reason, absl::Time now);
 
+// The proto form of a sampled token's logprobs (GenerateResponse.logprobs).
+v1::TokenLogprobs ToTokenLogprobs(const SampledToken& sampled);
+
 // OK when the executor returned one id per sequence and every id that was
 // needed is in [0, vocab_size) or kSamplingFailedToken; INTERNAL otherwise
 // ("executor returned N tokens for M sequences", "executor sampled token T

@@ -31,9 +31,18 @@ struct GenerateEvent {
   v1::Usage usage;
   // Seconds from arrival to this event.
   double elapsed_s = 0;
+  // The sample of a request with n > 1 this event belongs to.
+  int32_t sample_index = 0;
+  // finished ends this sample only: other samples of the request go on and
+  // the stream with them (n > 1). The stream's last event has finished
+  // true and more_samples false.
+  bool more_samples = false;
+  // Per token of token_ids when the request asked for logprobs.
+  std::vector<v1::TokenLogprobs> logprobs;
 };
 
-// Events in push order; the last one has finished = true. Thread-safe.
+// Events in push order; the last one has finished = true and more_samples =
+// false. Thread-safe.
 class RequestStream {
  public:
   // Told that an event was pushed. Runs on the pushing thread (the

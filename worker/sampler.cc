@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "worker/logit_processors.h"
 
 namespace radixkv::worker {
 
@@ -31,6 +32,25 @@ absl::Status ValidateSamplingParams(const SamplingParams& params,
   for (const std::string& s : params.stop_strings) {
     if (s.empty()) return absl::InvalidArgumentError("empty stop string");
   }
+  if (!(params.repetition_penalty > 0 && params.repetition_penalty <= 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repetition_penalty must be in (0, 2], got ",
+                     params.repetition_penalty));
+  }
+  if (!(std::abs(params.frequency_penalty) <= 2) ||
+      !(std::abs(params.presence_penalty) <= 2)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frequency_penalty and presence_penalty must be in [-2, 2], got ",
+        params.frequency_penalty, " and ", params.presence_penalty));
+  }
+  if (!(params.min_p >= 0 && params.min_p <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_p must be in [0, 1], got ", params.min_p));
+  }
+  if (params.logprobs < 0 || params.logprobs > 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logprobs must be in [0, 20], got ", params.logprobs));
+  }
   return absl::OkStatus();
 }
 
@@ -46,61 +66,58 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed) {}
 
 absl::StatusOr<int32_t> Sampler::Sample(absl::Span<const float> logits) {
+  absl::StatusOr<SampledToken> sampled = SampleWithHistory(logits, {}, {});
+  if (!sampled.ok()) return sampled.status();
+  return sampled->token;
+}
+
+absl::StatusOr<SampledToken> Sampler::SampleWithHistory(
+    absl::Span<const float> logits, absl::Span<const int32_t> prompt,
+    absl::Span<const int32_t> output) {
   if (logits.empty()) return absl::InvalidArgumentError("empty logits");
   for (float x : logits) {
     if (std::isnan(x)) return absl::InvalidArgumentError("NaN in logits");
   }
-  const int32_t vocab = static_cast<int32_t>(logits.size());
+  x_.assign(logits.begin(), logits.end());
+  Penalties penalties;
+  penalties.repetition = params_.repetition_penalty;
+  penalties.frequency = params_.frequency_penalty;
+  penalties.presence = params_.presence_penalty;
+  ApplyPenalties(penalties, prompt, output, &x_);
   // top_k == 1 is greedy whatever the temperature.
-  if (params_.temperature == 0.0f || params_.top_k == 1) {
-    return ArgMax(logits);
-  }
-  // Candidates sorted by logit, descending; ties by id (stable).
-  order_.resize(vocab);
-  std::iota(order_.begin(), order_.end(), 0);
-  int32_t keep = vocab;
-  if (params_.top_k > 0 && params_.top_k < vocab) keep = params_.top_k;
-  auto by_logit = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  if (keep < vocab) {
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(),
-                      by_logit);
-  } else {
-    std::sort(order_.begin(), order_.end(), by_logit);
-  }
-  // Softmax of logits / temperature over the kept candidates.
-  const double inv_t = 1.0 / static_cast<double>(params_.temperature);
-  const double max_scaled = static_cast<double>(logits[order_[0]]) * inv_t;
-  probs_.resize(keep);
-  double sum = 0;
-  for (int32_t i = 0; i < keep; ++i) {
-    probs_[i] =
-        std::exp(static_cast<double>(logits[order_[i]]) * inv_t - max_scaled);
-    sum += probs_[i];
-  }
-  // Top-p: keep token i while the mass before it is < top_p.
-  if (params_.top_p < 1.0f) {
-    double before = 0;
-    int32_t n = 0;
-    while (n < keep && (n == 0 || before < params_.top_p)) {
-      before += probs_[n] / sum;
-      ++n;
+  const bool greedy = params_.temperature == 0.0f || params_.top_k == 1;
+  const double temperature = greedy ? 1.0 : params_.temperature;
+  SampledToken out;
+  if (greedy) {
+    out.token = 0;
+    for (int32_t i = 1; i < static_cast<int32_t>(x_.size()); ++i) {
+      if (x_[i] > x_[out.token]) out.token = i;
     }
-    keep = n;
-    sum = 0;
-    for (int32_t i = 0; i < keep; ++i) sum += probs_[i];
+  } else {
+    const std::vector<int32_t> kept = KeptCandidates(
+        x_, temperature, params_.top_k, params_.top_p, params_.min_p, &probs_);
+    double sum = 0;
+    for (double p : probs_) sum += p;
+    // One 53-bit uniform in [0, 1).
+    const double u =
+        static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+    const double target = u * sum;
+    double acc = 0;
+    out.token = kept.back();
+    for (size_t i = 0; i < kept.size(); ++i) {
+      acc += probs_[i];
+      if (target < acc) {
+        out.token = kept[i];
+        break;
+      }
+    }
   }
-  // One 53-bit uniform in [0, 1).
-  const double u =
-      static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
-  const double target = u * sum;
-  double acc = 0;
-  for (int32_t i = 0; i < keep; ++i) {
-    acc += probs_[i];
-    if (target < acc) return order_[i];
+  if (params_.logprobs > 0) {
+    const std::vector<double> logprobs = LogSoftmax(x_, temperature);
+    out.logprob = logprobs[out.token];
+    out.top = TopLogprobs(logprobs, params_.logprobs);
   }
-  return order_[keep - 1];
+  return out;
 }
 
 StopChecker::StopChecker(std::vector<std::string> stop_strings)

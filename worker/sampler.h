@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,33 +39,64 @@ struct SamplingParams {
   int32_t max_new_tokens = 16;
   // Do not stop at the model's EOS ids.
   bool ignore_eos = false;
+  // Logit processors (definitions in common.proto SamplingParams and
+  // worker/logit_processors.h): 1 = off; > 0.
+  float repetition_penalty = 1.0f;
+  // 0 = off.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  // 0 = off; in [0, 1].
+  float min_p = 0.0f;
+  // Top alternatives returned with each token's logprob, [0, 20]; 0 = no
+  // logprobs.
+  int32_t logprobs = 0;
+};
+
+// One sampled token and, when SamplingParams.logprobs > 0, its logprob and
+// the top alternatives (log-softmax in float64 of the penalized logits over
+// the temperature, 1 when greedy, before truncation).
+struct SampledToken {
+  int32_t token = -1;
+  double logprob = 0;
+  // (token id, logprob), most likely first; empty without logprobs.
+  std::vector<std::pair<int32_t, double>> top;
 };
 
 // INVALID_ARGUMENT unless temperature >= 0 and finite, top_k >= 0,
 // 0 < top_p <= 1, max_new_tokens in [1, max_new_tokens_limit], no empty stop
-// string.
+// string, repetition_penalty in (0, 2], frequency and presence penalties in
+// [-2, 2], min_p in [0, 1], logprobs in [0, 20].
 absl::Status ValidateSamplingParams(const SamplingParams& params,
                                     int32_t max_new_tokens_limit);
 
-// Draws tokens from logits for one request. Order of the transforms as in HF
-// transformers' generate: temperature, then top-k, then top-p, then a draw
-// from the renormalized distribution (softmax in fp64 for the cumulative
-// sums). Each Sample() with temperature > 0 consumes exactly one 53-bit
-// uniform from a std::mt19937_64 seeded with params.seed, so the stream is
+// Draws tokens from logits for one request. Order of the transforms as in
+// vLLM's sampler (worker/logit_processors.h): penalties, temperature, then
+// top-k, top-p, min-p, then a draw from the renormalized distribution (fp64).
+// Each Sample() with temperature > 0 consumes exactly one 53-bit uniform
+// from a std::mt19937_64 seeded with params.seed, so the stream is
 // reproducible across runs and platforms.
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
   // `logits`: [vocab] fp32 for the next position. Returns the token id.
-  // INVALID_ARGUMENT for empty logits or NaN logits.
+  // INVALID_ARGUMENT for empty logits or NaN logits. No penalty history
+  // (prompt and output empty).
   absl::StatusOr<int32_t> Sample(absl::Span<const float> logits);
+
+  // As Sample, with the request's `prompt` and `output` so far for the
+  // penalties, and the logprobs when params.logprobs > 0.
+  absl::StatusOr<SampledToken> SampleWithHistory(
+      absl::Span<const float> logits, absl::Span<const int32_t> prompt,
+      absl::Span<const int32_t> output);
+
+  const SamplingParams& params() const { return params_; }
 
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
   // Scratch, reused across calls.
-  std::vector<int32_t> order_;
+  std::vector<double> x_;
   std::vector<double> probs_;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "worker/lease_maintenance.h"
+#include "worker/sample_fork.h"
 #include "worker/sampler.h"
 #include "worker/sequence.h"
 #include "worker/worker_metrics.h"
@@ -187,6 +188,7 @@ absl::StatusOr<std::unique_ptr<Sequence>> Scheduler::NewSequence(
   seq->priority = parsed.priority;
   seq->disable_prefix_cache = parsed.disable_prefix_cache;
   seq->return_text = parsed.return_text;
+  seq->num_samples = parsed.num_samples;
   seq->prompt_len = static_cast<int32_t>(parsed.prompt.size());
   seq->arrival = absl::Now();
   const bool has_stop_strings = !parsed.sampling.stop_strings.empty();
@@ -236,13 +238,21 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Enqueue(
                      " requests waiting, the limit --max_waiting_requests=",
                      options_.max_waiting_requests));
   }
-  queued_.fetch_add(1);
   if (seq->sampling.seed == 0) seq->sampling.seed = absl::HashOf(id);
   seq->sampler = std::make_unique<Sampler>(seq->sampling);
   seq->request_id = id;
   seq->stream = std::make_shared<RequestStream>(id);
   auto stream = seq->stream;
   in_flight_.insert(id);
+  if (seq->num_samples > 1 && seq->prompt_len == 1) {
+    // Nothing to fork at: n one-token leases.
+    for (auto& sample : SplitIntoSamples(*seq, tokenizer_)) {
+      queued_.fetch_add(1);
+      submitted_.push_back(std::move(sample));
+    }
+    return stream;
+  }
+  queued_.fetch_add(1);
   submitted_.push_back(std::move(seq));
   return stream;
 }
@@ -352,8 +362,9 @@ bool Scheduler::Step() {
     const int64_t slots = static_cast<int64_t>(seq->kv_indices.size());
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
     if (seq->in_prefill()) {
-      budget -= static_cast<int32_t>(
-          std::min<int64_t>(budget, len - seq->num_computed));
+      const int64_t end = seq->compute_end();
+      budget -= static_cast<int32_t>(std::min<int64_t>(
+          budget, std::max<int64_t>(0, end - seq->num_computed)));
     } else if (slots < len) {
       stalled = true;
     } else if (slots == len && slots < seq->max_slots_needed()) {
@@ -375,6 +386,9 @@ bool Scheduler::Step() {
     // thrashing).
     Admit(&budget);
   }
+  // Parents whose prompt is computed become their n samples (the samples'
+  // first Grows are part of the fork).
+  maintained |= ForkParents();
   bool progressed = maintained || running_.size() != admitted_before;
   if (!maintained) progressed |= GrowOne();
   progressed |= RunBatch(options_.max_prefill_tokens);
@@ -425,16 +439,18 @@ void Scheduler::ApplyAborts() {
     // UNAVAILABLE so that a router may still retry one that streamed no
     // token yet.
     const bool shutdown = i >= num_client_aborts;
-    if (std::unique_ptr<Sequence> waiting = waiting_.Remove(id)) {
+    // Every sample of the request (n > 1: several sequences, waiting and
+    // running).
+    while (std::unique_ptr<Sequence> waiting = waiting_.Remove(id)) {
       queued_.fetch_sub(1);
       EndAborted(waiting.get(), shutdown);
-      continue;
     }
-    for (auto it = running_.begin(); it != running_.end(); ++it) {
+    for (auto it = running_.begin(); it != running_.end();) {
       if ((*it)->request_id == id) {
         EndAborted(it->get(), shutdown);
-        running_.erase(it);
-        break;
+        it = running_.erase(it);
+      } else {
+        ++it;
       }
     }
   }
@@ -470,11 +486,13 @@ void Scheduler::Admit(int32_t* prefill_budget) {
   // Without a cache service nothing is ever queued (Submit refuses).
   if (waiting_.empty() || session_ == nullptr) return;
   const int64_t epoch = session_->epoch();
-  while (!waiting_.empty() &&
-         static_cast<int32_t>(running_.size()) <
-             options_.max_running_requests &&
-         *prefill_budget > 0) {
+  while (!waiting_.empty() && *prefill_budget > 0) {
     Sequence* seq = waiting_.front();
+    // A parent becomes n running sequences; one larger than the whole
+    // batch runs alone.
+    const int64_t joins =
+        static_cast<int64_t>(running_.size()) + seq->num_samples;
+    if (joins > options_.max_running_requests && !running_.empty()) break;
     if (WaitsForSharedPrefill(*seq)) break;
     const int64_t reserve = AdmissionReserve(
         *seq, static_cast<int64_t>(running_.size()), options_.reserve_tokens);
@@ -660,8 +678,12 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
   // The executor samples: on the device for the GPU backend (only B token
   // ids leave the device), through the request's host Sampler for the CPU
   // backend (ModelExecutor's default).
-  const std::vector<SequenceSampling> sampling =
-      BuildSequenceSampling(plan.entries);
+  std::vector<SequenceSampling> sampling = BuildSequenceSampling(plan.entries);
+  // Logprob outputs of the rows that ask for them.
+  std::vector<SampledToken> sampled(sampling.size());
+  for (size_t i = 0; i < sampling.size(); ++i) {
+    if (sampling[i].logprobs > 0) sampling[i].sampled = &sampled[i];
+  }
   std::vector<int32_t> token_ids;
   absl::Status forward = executor_->ForwardSample(batch, sampling, &token_ids);
   if (forward.ok()) {
@@ -676,7 +698,8 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     }
     return true;
   }
-  const int64_t decode_tokens = ProcessOutputs(plan, sampling, token_ids);
+  const int64_t decode_tokens =
+      ProcessOutputs(plan, sampling, token_ids, sampled);
   const double step_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (metrics_ != nullptr) {
     metrics_->ObserveStep(step_seconds,
@@ -688,9 +711,12 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
 
 int64_t Scheduler::ProcessOutputs(const BatchPlan& plan,
                                   absl::Span<const SequenceSampling> sampling,
-                                  absl::Span<const int32_t> token_ids) {
+                                  absl::Span<const int32_t> token_ids,
+                                  absl::Span<const SampledToken> sampled) {
   int64_t decode_tokens = 0;
   std::vector<std::pair<Sequence*, v1::FinishReason>> finished;
+  // Sequences whose end ends their request (the last of its samples).
+  std::vector<Sequence*> requests_done;
   std::vector<std::pair<Sequence*, GenerateEvent>> events;
   std::vector<Sequence*> failed;
   const absl::Time now = absl::Now();
@@ -708,9 +734,20 @@ int64_t Scheduler::ProcessOutputs(const BatchPlan& plan,
       continue;
     }
     GenerateEvent event = output_.AppendToken(&seq, token_ids[i], now);
+    event.sample_index = seq.sample_index;
+    if (sampling[i].logprobs > 0) {
+      event.logprobs.push_back(ToTokenLogprobs(sampled[i]));
+    }
     ++decode_tokens;
     ObserveTokenLatency(&seq, now);
-    if (event.finished) finished.emplace_back(&seq, event.finish_reason);
+    if (event.finished) {
+      finished.emplace_back(&seq, event.finish_reason);
+      event.more_samples = !EndSample(&seq, absl::OkStatus());
+      if (!event.more_samples) {
+        requests_done.push_back(&seq);
+        if (seq.group != nullptr) event.status = seq.group->status;
+      }
+    }
     events.emplace_back(&seq, std::move(event));
   }
   for (Sequence* seq : failed) RemoveRunning(seq);
@@ -721,8 +758,8 @@ int64_t Scheduler::ProcessOutputs(const BatchPlan& plan,
     ++stats_.steps;
     stats_.prefill_tokens_computed += plan.prefill_tokens;
     stats_.decode_tokens += decode_tokens;
-    stats_.requests_finished += static_cast<int64_t>(finished.size());
-    for (const auto& [seq, reason] : finished) {
+    stats_.requests_finished += static_cast<int64_t>(requests_done.size());
+    for (Sequence* seq : requests_done) {
       in_flight_.erase(seq->request_id);
       aborting_.erase(seq->request_id);
     }
@@ -773,6 +810,20 @@ void Scheduler::End(Sequence* seq, absl::Status status,
                     v1::FinishReason reason) {
   const bool aborted = reason == v1::FINISH_REASON_ABORT;
   EndLease(seq, /*commit=*/false);
+  if (!EndSample(seq, aborted ? absl::OkStatus() : status)) {
+    // Other samples of the request go on: a failure ends them too (the
+    // request has one status), an abort reaches them by the request id.
+    if (!aborted) {
+      absl::MutexLock lock(&mu_);
+      if (aborting_.insert(seq->request_id).second) {
+        abort_requests_.push_back(seq->request_id);
+      }
+    }
+    return;
+  }
+  if (seq->group != nullptr && !seq->group->status.ok()) {
+    status = seq->group->status;
+  }
   seq->stream->Push(EndEvent(*seq, std::move(status), reason, absl::Now()));
   if (metrics_ != nullptr) {
     metrics_->AddRequestFinished(aborted ? "abort" : "error");
@@ -781,6 +832,88 @@ void Scheduler::End(Sequence* seq, absl::Status status,
   in_flight_.erase(seq->request_id);
   aborting_.erase(seq->request_id);
   ++(aborted ? stats_.requests_aborted : stats_.requests_failed);
+}
+
+bool Scheduler::EndSample(Sequence* seq, const absl::Status& status) {
+  if (seq->group == nullptr) return true;
+  SampleGroup& group = *seq->group;
+  if (!status.ok() && group.status.ok()) group.status = status;
+  return --group.live == 0;
+}
+
+bool Scheduler::ForkParents() {
+  std::vector<Sequence*> parents;
+  for (const auto& seq : running_) {
+    if (ReadyToFork(*seq)) parents.push_back(seq.get());
+  }
+  for (Sequence* parent : parents) ForkParent(parent);
+  return !parents.empty();
+}
+
+void Scheduler::ForkParent(Sequence* parent) {
+  absl::StatusOr<v1::ForkResponse> forked =
+      cache_->Fork(ForkRequestFor(*parent));
+  if (!forked.ok()) {
+    const absl::StatusCode code = forked.status().code();
+    if (code == absl::StatusCode::kResourceExhausted) return;  // Next step.
+    if (code == absl::StatusCode::kNotFound) {
+      parent->has_lease = false;  // Expired: recompute.
+      Preempt(parent);
+      return;
+    }
+    Fail(parent, absl::UnavailableError(absl::StrCat(
+                     "cache service: ", forked.status().ToString())));
+    RemoveRunning(parent);
+    return;
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<Sequence>>> children =
+      MakeForkChildren(*parent, *forked, tokenizer_);
+  if (!children.ok()) {
+    for (const v1::ForkResponse::Child& c : forked->children()) {
+      v1::ReleaseRequest release;
+      release.set_lease_id(c.lease_id());
+      (void)cache_->Release(release);
+    }
+    Fail(parent, children.status());
+    RemoveRunning(parent);
+    return;
+  }
+  // The children hold the shared pages; the parent's own slots (its
+  // reserve and the last prompt position) go back.
+  EndLease(parent, /*commit=*/false);
+  std::vector<Sequence*> grown;
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [parent](const auto& s) { return s.get() == parent; });
+  it = running_.erase(it);
+  for (auto& child : *children) {
+    grown.push_back(child.get());
+    it = std::next(running_.insert(it, std::move(child)));
+  }
+  // Each child's first Grow copies the shared partial page (copy-on-write)
+  // before the child writes its last prompt token.
+  for (Sequence* child : grown) GrowForkedChild(child);
+}
+
+void Scheduler::GrowForkedChild(Sequence* child) {
+  v1::GrowRequest request;
+  request.set_lease_id(child->lease_id);
+  request.set_num_tokens(static_cast<int32_t>(
+      std::clamp<int64_t>(child->max_slots_needed() -
+                              static_cast<int64_t>(child->kv_indices.size()),
+                          1, options_.grow_tokens)));
+  absl::StatusOr<v1::GrowResponse> grown = cache_->Grow(request);
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.grow_rpcs;
+  }
+  // Without memory now, the child waits for GrowOne like any sequence
+  // whose lease is full (it has no slot, so nothing is written).
+  if (grown.ok()) {
+    ApplyGrow(*grown, child);
+  } else if (grown.status().code() == absl::StatusCode::kNotFound) {
+    child->has_lease = false;
+    Preempt(child);
+  }
 }
 
 void Scheduler::EndLease(Sequence* seq, bool commit) {

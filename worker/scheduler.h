@@ -229,7 +229,17 @@ class Scheduler {
   // finished ones end. Returns the tokens generated.
   int64_t ProcessOutputs(const BatchPlan& plan,
                          absl::Span<const SequenceSampling> sampling,
-                         absl::Span<const int32_t> token_ids);
+                         absl::Span<const int32_t> token_ids,
+                         absl::Span<const SampledToken> sampled);
+  // Forks every parent whose prompt is computed (sample_fork.h); returns
+  // true if any was.
+  bool ForkParents();
+  void ForkParent(Sequence* parent);
+  void GrowForkedChild(Sequence* child);
+  // Counts the end of one sample of `seq`'s request (`status`: its
+  // failure, if any). True when it ends the request (n = 1, or the last
+  // live sample).
+  bool EndSample(Sequence* seq, const absl::Status& status);
   void ObserveTokenLatency(Sequence* seq, absl::Time now);
   void Finish(Sequence* seq, v1::FinishReason reason);
   void Fail(Sequence* seq, absl::Status status);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "model/tokenizer/incremental_detokenizer.h"
 #include "worker/model_executor.h"
@@ -16,6 +17,15 @@
 #include "worker/sampler.h"
 
 namespace radixkv::worker {
+
+// The n samples of one request (GenerateRequest.n > 1), shared by its
+// sequences: the request ends when the last one does.
+struct SampleGroup {
+  // Samples not ended yet.
+  int32_t live = 0;
+  // The first failure of a sample: the request's final status.
+  absl::Status status;
+};
 
 struct Sequence {
   std::string request_id;
@@ -61,7 +71,24 @@ struct Sequence {
   absl::Time arrival;
   absl::Time last_token_time;
 
+  // Parallel sampling. A request with n > 1 is one sequence, the parent
+  // (num_samples = n), until its prompt is computed up to the last token;
+  // the scheduler then forks its lease (CacheService.Fork) into n children
+  // (num_samples = 1, sample_index 0..n-1) that share the prompt's pages,
+  // and each child computes the last prompt token into its own copy of the
+  // shared partial page and draws its first token from its own logits.
+  int32_t num_samples = 1;
+  int32_t sample_index = 0;
+  // Null for n = 1.
+  std::shared_ptr<SampleGroup> group;
+
   bool in_prefill() const { return num_computed < acquired_len; }
+  // Positions this sequence computes before its next fork or token: a parent
+  // stops before the last prompt token.
+  int64_t compute_end() const {
+    return num_samples > 1 ? prompt_len - 1
+                           : static_cast<int64_t>(tokens.size());
+  }
   // Total positions whose KV this request can ever need: the last generated
   // token is never computed.
   int64_t max_slots_needed() const {
@@ -71,7 +98,8 @@ struct Sequence {
   // tokens without KV, plus the tokens it may still generate): a waiting
   // sequence's share of WorkerLoad.outstanding_tokens.
   int64_t outstanding_tokens_from_scratch() const {
-    return static_cast<int64_t>(tokens.size()) + sampling.max_new_tokens -
+    return static_cast<int64_t>(tokens.size()) +
+           static_cast<int64_t>(num_samples) * sampling.max_new_tokens -
            num_generated;
   }
 };

@@ -158,11 +158,25 @@ void OpenAiFrontend::HandleCompletion(std::shared_ptr<HttpExchange> exchange,
       requests.push_back(std::move(g));
     }
   }
+  // Logprobs name their tokens with the model's tokenizer.
+  TokenText token_text;
+  if (r.top_logprobs.has_value()) {
+    absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> entry =
+        FindModel(*router_, r.model);
+    if (!entry.ok()) return ReplyError(exchange, entry.status(), arrival);
+    token_text = [entry = *entry](int32_t id) {
+      absl::StatusOr<std::string> text =
+          entry->tokenizer->Decode(std::vector<int32_t>{id},
+                                   /*skip_special_tokens=*/false);
+      return text.ok() ? *text : std::string();
+    };
+  }
   auto responder = std::make_shared<OpenAiResponder>(
       exchange,
       ResponseHeader{endpoint, NewResponseId(endpoint),
                      absl::ToUnixSeconds(absl::Now()), r.model},
-      static_cast<int>(requests.size()), r.stream, r.include_usage);
+      static_cast<int>(requests.size()), radixkv::v1::NumSamples(r.base),
+      r.stream, r.include_usage, r.top_logprobs, std::move(token_text));
   responder->Start();
   for (size_t i = 0; i < requests.size(); ++i) {
     absl::StatusOr<std::shared_ptr<GenerateCall>> call = router_->StartGenerate(

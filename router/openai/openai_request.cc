@@ -1,5 +1,6 @@
 #include "router/openai/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -157,12 +158,8 @@ absl::Status ParseCommon(const std::string& key, const Json& v,
   } else if (key == "n") {
     if (v.is_null()) return absl::OkStatus();
     int64_t n = 0;
-    RADIXKV_ASSIGN(n, Int(v, key, 1, 64));
-    if (n != 1) {
-      return NotSupported(key,
-                          "parallel sampling (n > 1) is not supported "
-                          "by this server yet");
-    }
+    RADIXKV_ASSIGN(n, Int(v, key, 1, radixkv::v1::kMaxSamples));
+    r->base.set_n(static_cast<int32_t>(n));
   } else if (key == "stream") {
     if (v.is_null()) return absl::OkStatus();
     RADIXKV_ASSIGN(r->stream, Bool(v, key));
@@ -183,11 +180,27 @@ absl::Status ParseCommon(const std::string& key, const Json& v,
     if (!v.is_null() && !v.is_string()) {
       return BadParam(key, "user must be a string");
     }
-  } else if (key == "presence_penalty" || key == "frequency_penalty" ||
-             key == "min_p") {
-    return RequireNeutral(v, key, 0);
+  } else if (key == "presence_penalty" || key == "frequency_penalty") {
+    if (v.is_null()) return absl::OkStatus();
+    double p = 0;
+    RADIXKV_ASSIGN(p, Number(v, key, -radixkv::v1::kMaxAbsPenalty,
+                             radixkv::v1::kMaxAbsPenalty));
+    if (key == "presence_penalty") {
+      s->set_presence_penalty(static_cast<float>(p));
+    } else {
+      s->set_frequency_penalty(static_cast<float>(p));
+    }
+  } else if (key == "min_p") {
+    if (v.is_null()) return absl::OkStatus();
+    double p = 0;
+    RADIXKV_ASSIGN(p, Number(v, key, 0, 1));
+    s->set_min_p(static_cast<float>(p));
   } else if (key == "repetition_penalty") {
-    return RequireNeutral(v, key, 1);
+    if (v.is_null()) return absl::OkStatus();
+    double p = 0;
+    RADIXKV_ASSIGN(p, Number(v, key, 0, radixkv::v1::kMaxRepetitionPenalty));
+    if (p == 0) return BadParam(key, "repetition_penalty must be in (0, 2]");
+    s->set_repetition_penalty(static_cast<float>(p));
   } else if (key == "logit_bias") {
     if (!v.is_null() && !(v.is_object() && v.empty())) {
       return NotSupported(key, "not supported by this server");
@@ -288,6 +301,13 @@ absl::Status Finish(OpenAiRequest* r) {
   return absl::OkStatus();
 }
 
+// The worker returns logprobs only with at least one alternative: ask for
+// max(1, k) and answer with k.
+void SetLogprobs(OpenAiRequest* r) {
+  if (!r->top_logprobs.has_value()) return;
+  r->base.mutable_sampling()->set_logprobs(std::max(1, *r->top_logprobs));
+}
+
 absl::Status Unrecognized(const std::string& key) {
   return BadParam(
       key, absl::StrCat("unrecognized request argument supplied: ", key));
@@ -328,16 +348,18 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body) {
         return NotSupported(key, "best_of > 1 is not supported");
       }
     } else if (key == "logprobs") {
-      if (!v.is_null()) {
-        return NotSupported(key,
-                            "logprobs are not supported by this server "
-                            "yet");
-      }
+      // The legacy completions API: the k most likely alternatives per
+      // token (0: only the sampled token's logprob).
+      if (v.is_null()) continue;
+      int64_t k = 0;
+      RADIXKV_ASSIGN(k, Int(v, key, 0, radixkv::v1::kMaxLogprobs));
+      r.top_logprobs = static_cast<int32_t>(k);
     } else {
       return Unrecognized(key);
     }
   }
   if (!have_prompt) return BadParam("prompt", "prompt is required");
+  SetLogprobs(&r);
   if (absl::Status s = Finish(&r); !s.ok()) return s;
   if (r.include_usage && !r.stream) {
     return BadParam("stream_options",
@@ -426,6 +448,8 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(absl::string_view body) {
   OpenAiRequest r = WithDefaults();
   bool have_messages = false;
   int32_t max_completion_tokens = 0;
+  bool chat_logprobs = false;
+  std::optional<int32_t> top_logprobs;
   for (const auto& [key, v] : j.items()) {
     bool handled = false;
     if (absl::Status s = ParseCommon(key, v, &r, &handled); !s.ok()) return s;
@@ -439,13 +463,13 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(absl::string_view body) {
       if (absl::Status s = ParseMessages(v, &r); !s.ok()) return s;
       have_messages = true;
     } else if (key == "logprobs") {
-      if (!v.is_null() && !(v.is_boolean() && !v.get<bool>())) {
-        return NotSupported(key,
-                            "logprobs are not supported by this server "
-                            "yet");
-      }
+      if (v.is_null()) continue;
+      RADIXKV_ASSIGN(chat_logprobs, Bool(v, key));
     } else if (key == "top_logprobs") {
-      if (!v.is_null()) return NotSupported(key, "logprobs are not supported");
+      if (v.is_null()) continue;
+      int64_t k = 0;
+      RADIXKV_ASSIGN(k, Int(v, key, 0, radixkv::v1::kMaxLogprobs));
+      top_logprobs = static_cast<int32_t>(k);
     } else if (key == "response_format") {
       if (!v.is_null() &&
           !(v.is_object() && v.size() == 1 && v.value("type", "") == "text")) {
@@ -484,6 +508,12 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(absl::string_view body) {
     r.base.mutable_sampling()->set_max_new_tokens(max_completion_tokens);
   }
   if (!have_messages) return BadParam("messages", "messages is required");
+  if (top_logprobs.has_value() && !chat_logprobs) {
+    return BadParam("top_logprobs",
+                    "top_logprobs is only allowed when logprobs is true");
+  }
+  if (chat_logprobs) r.top_logprobs = top_logprobs.value_or(0);
+  SetLogprobs(&r);
   if (absl::Status s = Finish(&r); !s.ok()) return s;
   if (r.include_usage && !r.stream) {
     return BadParam("stream_options",

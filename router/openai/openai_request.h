@@ -50,13 +50,18 @@ struct OpenAiRequest {
   bool stream = false;
   // stream_options.include_usage.
   bool include_usage = false;
+  // Set when logprobs are asked for (completions: logprobs = k; chat:
+  // logprobs true with top_logprobs = k, 0 when left out): the number of
+  // alternatives per token, [0, 20].
+  std::optional<int32_t> top_logprobs;
 };
 
 // Parses a /v1/completions body. INVALID_ARGUMENT (with the param) for
 // malformed JSON, a missing or empty model or prompt, values out of range,
-// parameters not implemented (n > 1, logprobs, echo, suffix, best_of > 1,
-// logit_bias, presence/frequency/repetition penalties, min_p) and unknown
-// parameters.
+// parameters not implemented (echo, suffix, best_of > 1, logit_bias) and
+// unknown parameters. n (1..64), logprobs (0..20), presence_penalty and
+// frequency_penalty ([-2, 2]), repetition_penalty ((0, 2]) and min_p
+// ([0, 1]) map to GenerateRequest (definitions in common.proto).
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body);
 
 // Parses a /v1/chat/completions body. As ParseCompletionRequest, plus
@@ -64,8 +69,8 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body);
 // string, null, or a list of text parts: image, audio and other parts are
 // refused naming messages[i].content[j].type), and refuses tools,
 // tool_choice, functions, response_format other than {"type": "text"},
-// logprobs/top_logprobs, modalities, audio, reasoning_effort,
-// continue_final_message.
+// modalities, audio, reasoning_effort, continue_final_message; logprobs is a
+// boolean and top_logprobs (0..20) needs logprobs true.
 absl::StatusOr<OpenAiRequest> ParseChatRequest(absl::string_view body);
 
 }  // namespace radixkv::router::openai

@@ -85,19 +85,19 @@ TEST(OpenAiRequestTest, CompletionRefusalsNameTheParameter) {
   auto parse = [&](const std::string& extra) {
     return ParseCompletionRequest("{" + m + ", " + extra + "}");
   };
-  ExpectBadParam(parse(R"("n": 2)"), "n", "parallel sampling");
-  ExpectBadParam(parse(R"("logprobs": 2)"), "logprobs", "logprobs");
+  ExpectBadParam(parse(R"("n": 65)"), "n", "[1, 64]");
+  ExpectBadParam(parse(R"("logprobs": 21)"), "logprobs", "[0, 20]");
   ExpectBadParam(parse(R"("echo": true)"), "echo", "echo");
   ExpectBadParam(parse(R"("suffix": "s")"), "suffix", "suffix");
   ExpectBadParam(parse(R"("best_of": 3)"), "best_of", "best_of");
   ExpectBadParam(parse(R"("logit_bias": {"5": 10})"), "logit_bias", "not");
-  ExpectBadParam(parse(R"("presence_penalty": 0.5)"), "presence_penalty",
-                 "not supported");
-  ExpectBadParam(parse(R"("frequency_penalty": 1)"), "frequency_penalty",
-                 "not supported");
-  ExpectBadParam(parse(R"("repetition_penalty": 1.1)"), "repetition_penalty",
-                 "not supported");
-  ExpectBadParam(parse(R"("min_p": 0.1)"), "min_p", "not supported");
+  ExpectBadParam(parse(R"("presence_penalty": 2.5)"), "presence_penalty",
+                 "[-2, 2]");
+  ExpectBadParam(parse(R"("frequency_penalty": -3)"), "frequency_penalty",
+                 "[-2, 2]");
+  ExpectBadParam(parse(R"("repetition_penalty": 0)"), "repetition_penalty",
+                 "(0, 2]");
+  ExpectBadParam(parse(R"("min_p": 1.5)"), "min_p", "[0, 1]");
   ExpectBadParam(parse(R"("frobnicate": 1)"), "frobnicate", "unrecognized");
   ExpectBadParam(parse(R"("max_tokens": 0)"), "max_tokens", "[1, 65536]");
   ExpectBadParam(parse(R"("temperature": -1)"), "temperature", "[0, 100]");
@@ -147,6 +147,34 @@ TEST(OpenAiRequestTest, ChatMessagesAndTemplateVariables) {
       << "the rest of the context, decided after tokenization";
 }
 
+TEST(OpenAiRequestTest, SamplingControlsMapToTheGenerateRequest) {
+  absl::StatusOr<OpenAiRequest> c = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "n": 3, "logprobs": 0,
+          "presence_penalty": 0.5, "frequency_penalty": -1,
+          "repetition_penalty": 1.2, "min_p": 0.05})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->base.n(), 3);
+  EXPECT_EQ(c->top_logprobs, 0);
+  EXPECT_EQ(c->base.sampling().logprobs(), 1);  // at least one from the worker
+  EXPECT_EQ(c->base.sampling().presence_penalty(), 0.5f);
+  EXPECT_EQ(c->base.sampling().frequency_penalty(), -1.0f);
+  EXPECT_EQ(c->base.sampling().repetition_penalty(), 1.2f);
+  EXPECT_EQ(c->base.sampling().min_p(), 0.05f);
+  absl::StatusOr<OpenAiRequest> chat = ParseChatRequest(
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+          "n": 2, "logprobs": true, "top_logprobs": 4})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->base.n(), 2);
+  EXPECT_EQ(chat->top_logprobs, 4);
+  EXPECT_EQ(chat->base.sampling().logprobs(), 4);
+  chat = ParseChatRequest(
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+          "logprobs": false})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_FALSE(chat->top_logprobs.has_value());
+  EXPECT_EQ(chat->base.sampling().logprobs(), 0);
+}
+
 TEST(OpenAiRequestTest, ChatRefusalsNameTheParameter) {
   const std::string m =
       R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
@@ -159,9 +187,12 @@ TEST(OpenAiRequestTest, ChatRefusalsNameTheParameter) {
                  "not supported");
   ExpectBadParam(parse(R"("response_format": {"type": "json_schema"})"),
                  "response_format", "text");
-  ExpectBadParam(parse(R"("logprobs": true)"), "logprobs", "logprobs");
-  ExpectBadParam(parse(R"("top_logprobs": 3)"), "top_logprobs", "logprobs");
-  ExpectBadParam(parse(R"("n": 4)"), "n", "parallel sampling");
+  ExpectBadParam(parse(R"("logprobs": 3)"), "logprobs", "boolean");
+  ExpectBadParam(parse(R"("top_logprobs": 3)"), "top_logprobs",
+                 "only allowed when logprobs is true");
+  ExpectBadParam(parse(R"("logprobs": true, "top_logprobs": 21)"),
+                 "top_logprobs", "[0, 20]");
+  ExpectBadParam(parse(R"("n": 0)"), "n", "[1, 64]");
   ExpectBadParam(parse(R"("prompt": "x")"), "prompt", "unrecognized");
   ExpectBadParam(
       ParseChatRequest(

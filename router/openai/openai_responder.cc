@@ -26,13 +26,18 @@ class OpenAiResponder::ChoiceSink final : public GenerateSink {
 
 OpenAiResponder::OpenAiResponder(
     std::shared_ptr<process::HttpExchange> exchange, ResponseHeader header,
-    int num_choices, bool stream, bool include_usage)
+    int num_prompts, int n, bool stream, bool include_usage,
+    std::optional<int32_t> top_logprobs, TokenText token_text)
     : exchange_(std::move(exchange)),
       header_(std::move(header)),
       stream_(stream),
       include_usage_(include_usage),
-      choices_(num_choices) {
-  for (int i = 0; i < num_choices; ++i) {
+      n_(n),
+      top_logprobs_(top_logprobs),
+      token_text_(std::move(token_text)),
+      choices_(static_cast<size_t>(num_prompts) * n),
+      calls_(num_prompts) {
+  for (int i = 0; i < num_prompts; ++i) {
     sinks_.push_back(std::make_unique<ChoiceSink>(this, i));
   }
 }
@@ -43,7 +48,7 @@ GenerateSink* OpenAiResponder::sink(int index) { return sinks_[index].get(); }
 
 void OpenAiResponder::SetCall(int index, std::shared_ptr<GenerateCall> call) {
   absl::MutexLock lock(&mu_);
-  choices_[index].call = std::move(call);
+  calls_[index].call = std::move(call);
 }
 
 void OpenAiResponder::Start() {
@@ -57,7 +62,7 @@ void OpenAiResponder::Start() {
     std::vector<std::shared_ptr<GenerateCall>> calls;
     {
       absl::MutexLock lock(&self->mu_);
-      for (const ChoiceState& c : self->choices_) {
+      for (const CallState& c : self->calls_) {
         if (c.call != nullptr && !c.done) calls.push_back(c.call);
       }
     }
@@ -66,7 +71,8 @@ void OpenAiResponder::Start() {
 }
 
 std::string OpenAiResponder::EventsOf(
-    int index, const radixkv::v1::GenerateResponse& chunk) {
+    int index, const radixkv::v1::GenerateResponse& chunk,
+    const nlohmann::ordered_json& logprobs) {
   ChoiceState& c = choices_[index];
   const std::optional<std::string> finish =
       FinishReasonName(chunk.finish_reason(), chunk.finished());
@@ -78,10 +84,11 @@ std::string OpenAiResponder::EventsOf(
                         include_usage_);
     c.role_sent = true;
   }
-  if (!chunk.text().empty() || finish.has_value() || !chat) {
-    absl::StrAppend(&events,
-                    ChunkEvent(header_, index, chunk.text(),
-                               /*first=*/false, finish, include_usage_));
+  if (!chunk.text().empty() || finish.has_value() || !chat ||
+      !logprobs.is_null()) {
+    absl::StrAppend(
+        &events, ChunkEvent(header_, index, chunk.text(),
+                            /*first=*/false, finish, include_usage_, logprobs));
   }
   return events;
 }
@@ -90,9 +97,29 @@ void OpenAiResponder::OnChunk(int index,
                               const radixkv::v1::GenerateResponse& chunk,
                               std::function<void(bool)> written) {
   absl::ReleasableMutexLock lock(&mu_);
-  ChoiceState& c = choices_[index];
+  // A worker answering with a sample it was not asked for is a bug there;
+  // its chunks count as sample 0 rather than index out of bounds.
+  const int sample = chunk.sample_index() >= 0 && chunk.sample_index() < n_
+                         ? chunk.sample_index()
+                         : 0;
+  const int choice = index * n_ + sample;
+  ChoiceState& c = choices_[choice];
   c.text += chunk.text();
-  if (chunk.has_usage()) c.usage = chunk.usage();
+  if (chunk.has_usage()) {
+    c.usage = chunk.usage();
+    // The prompt is computed once for its n samples: usage counts it once.
+    if (sample > 0) {
+      c.usage.set_prompt_tokens(0);
+      c.usage.set_cached_tokens(0);
+    }
+  }
+  nlohmann::ordered_json logprobs;
+  if (top_logprobs_.has_value() && chunk.logprobs_size() > 0 &&
+      token_text_ != nullptr) {
+    logprobs = LogprobsJson(header_.endpoint, chunk.logprobs(), *top_logprobs_,
+                            token_text_, &c.text_offset);
+    AppendLogprobs(header_.endpoint, logprobs, &c.logprobs);
+  }
   if (chunk.finished()) {
     c.finish_reason = FinishReasonName(chunk.finish_reason(), true);
   }
@@ -107,7 +134,7 @@ void OpenAiResponder::OnChunk(int index,
   }
   // Sent under the lock: the events of all choices reach the connection in
   // the order they were made.
-  exchange_->SendChunk(EventsOf(index, chunk), std::move(written));
+  exchange_->SendChunk(EventsOf(choice, chunk, logprobs), std::move(written));
 }
 
 void OpenAiResponder::FailChoice(int index, const absl::Status& status) {
@@ -119,19 +146,19 @@ void OpenAiResponder::OnChoiceDone(int index, const absl::Status& status) {
   std::shared_ptr<OpenAiResponder> release;  // dropped last, outside the lock
   {
     absl::MutexLock lock(&mu_);
-    ChoiceState& c = choices_[index];
+    CallState& c = calls_[index];
     if (c.done) return;
     c.done = true;
     ++done_;
     if (!status.ok() && error_.ok()) {
       error_ = status;
-      // The request has failed: the other choices stop.
-      for (ChoiceState& other : choices_) {
+      // The request has failed: the other prompts stop.
+      for (CallState& other : calls_) {
         if (!other.done && other.call != nullptr)
           to_abort.push_back(other.call);
       }
     }
-    if (done_ == static_cast<int>(choices_.size())) {
+    if (done_ == static_cast<int>(calls_.size())) {
       Complete();
       release = std::move(self_);
     }
@@ -145,7 +172,7 @@ void OpenAiResponder::Complete() {
   std::vector<Choice> choices;
   for (const ChoiceState& c : choices_) {
     usages.push_back(c.usage);
-    choices.push_back({c.text, c.finish_reason});
+    choices.push_back({c.text, c.finish_reason, c.logprobs});
   }
   if (!error_.ok()) {
     const OpenAiError e = ToOpenAiError(error_);

@@ -1,5 +1,7 @@
 // OpenAiResponder: the answer to one OpenAI completion request that runs
-// as one GenerateCall per choice (a list of prompts). It gathers the
+// as one GenerateCall per prompt (a list of prompts), each with n samples
+// (GenerateRequest.n; choice index = prompt index x n + sample_index, as
+// OpenAI numbers them). It gathers the
 // choices' chunks into one non-streamed JSON body, or writes them as
 // server-sent events in arrival order with the per-chunk backpressure of
 // the HTTP connection; the first failing choice aborts the others and
@@ -18,23 +20,27 @@
 #include "absl/synchronization/mutex.h"
 #include "process/http_server.h"
 #include "router/generate_call.h"
+#include "router/openai/openai_logprobs.h"
 #include "router/openai/openai_response.h"
 
 namespace radixkv::router::openai {
 
 class OpenAiResponder : public std::enable_shared_from_this<OpenAiResponder> {
  public:
+  // `top_logprobs`: alternatives per token when logprobs are returned
+  // (nullopt: none), with `token_text` naming the tokens.
   OpenAiResponder(std::shared_ptr<process::HttpExchange> exchange,
-                  ResponseHeader header, int num_choices, bool stream,
-                  bool include_usage);
+                  ResponseHeader header, int num_prompts, int n, bool stream,
+                  bool include_usage, std::optional<int32_t> top_logprobs = {},
+                  TokenText token_text = nullptr);
   ~OpenAiResponder();
 
-  // The sink of choice `index` (valid while the responder lives; the
-  // GenerateCall of that choice holds the responder through it).
+  // The sink of prompt `index` (valid while the responder lives; the
+  // GenerateCall of that prompt holds the responder through it).
   GenerateSink* sink(int index);
-  // The call of choice `index`, for aborts; set once it started.
+  // The call of prompt `index`, for aborts; set once it started.
   void SetCall(int index, std::shared_ptr<GenerateCall> call);
-  // Ends choice `index` before it started (its admission failed).
+  // Ends prompt `index` before it started (its admission failed).
   void FailChoice(int index, const absl::Status& status);
   // Keeps the responder alive until every choice is done (the calls hold
   // only its sinks), and aborts every started choice when the client goes
@@ -48,6 +54,10 @@ class OpenAiResponder : public std::enable_shared_from_this<OpenAiResponder> {
     std::optional<std::string> finish_reason;
     radixkv::v1::Usage usage;
     bool role_sent = false;
+    nlohmann::ordered_json logprobs;
+    int64_t text_offset = 0;
+  };
+  struct CallState {
     bool done = false;
     std::shared_ptr<GenerateCall> call;
   };
@@ -55,8 +65,10 @@ class OpenAiResponder : public std::enable_shared_from_this<OpenAiResponder> {
   void OnChunk(int index, const radixkv::v1::GenerateResponse& chunk,
                std::function<void(bool)> written);
   void OnChoiceDone(int index, const absl::Status& status);
-  // The stream's events of `chunk` for choice `index`.
-  std::string EventsOf(int index, const radixkv::v1::GenerateResponse& chunk)
+  // The stream's events of `chunk` for choice `index`, whose logprobs
+  // object is `logprobs`.
+  std::string EventsOf(int index, const radixkv::v1::GenerateResponse& chunk,
+                       const nlohmann::ordered_json& logprobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers once every choice is done.
   void Complete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -66,10 +78,14 @@ class OpenAiResponder : public std::enable_shared_from_this<OpenAiResponder> {
   const ResponseHeader header_;
   const bool stream_;
   const bool include_usage_;
+  const int n_;
+  const std::optional<int32_t> top_logprobs_;
+  const TokenText token_text_;
   std::vector<std::unique_ptr<ChoiceSink>> sinks_;
 
   absl::Mutex mu_;
   std::vector<ChoiceState> choices_ ABSL_GUARDED_BY(mu_);
+  std::vector<CallState> calls_ ABSL_GUARDED_BY(mu_);
   int done_ ABSL_GUARDED_BY(mu_) = 0;
   bool stream_started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

@@ -77,7 +77,7 @@ std::string ResponseBody(const ResponseHeader& header,
     } else {
       c["text"] = choices[i].text;
     }
-    c["logprobs"] = nullptr;
+    c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = OrNull(choices[i].finish_reason);
     list.push_back(std::move(c));
   }
@@ -89,7 +89,7 @@ std::string ResponseBody(const ResponseHeader& header,
 std::string ChunkEvent(const ResponseHeader& header, int index,
                        const std::string& text, bool first,
                        const std::optional<std::string>& finish_reason,
-                       bool usage_null) {
+                       bool usage_null, const Json& logprobs) {
   Json j = Base(header, /*chunk=*/true);
   Json c{{"index", index}};
   if (header.endpoint == Endpoint::kChat) {
@@ -102,7 +102,7 @@ std::string ChunkEvent(const ResponseHeader& header, int index,
   } else {
     c["text"] = text;
   }
-  c["logprobs"] = nullptr;
+  c["logprobs"] = logprobs;
   c["finish_reason"] = OrNull(finish_reason);
   j["choices"] = Json::array({std::move(c)});
   if (usage_null) j["usage"] = nullptr;

@@ -41,6 +41,8 @@ nlohmann::ordered_json UsageJson(const std::vector<radixkv::v1::Usage>& usages);
 struct Choice {
   std::string text;
   std::optional<std::string> finish_reason;
+  // The choice's logprobs object (openai_logprobs.h); null when not asked.
+  nlohmann::ordered_json logprobs;
 };
 
 // The whole non-streamed response: choices (index = position) and usage.
@@ -52,10 +54,12 @@ std::string ResponseBody(const ResponseHeader& header,
 // `index` (chat: a first chunk per choice carries the role), or its final
 // chunk with `finish_reason`. `usage_null` adds "usage": null, as OpenAI
 // does on every chunk when stream_options.include_usage is set.
+// `logprobs`: the logprobs object of the chunk's tokens (null: none).
 std::string ChunkEvent(const ResponseHeader& header, int index,
                        const std::string& text, bool first,
                        const std::optional<std::string>& finish_reason,
-                       bool usage_null);
+                       bool usage_null,
+                       const nlohmann::ordered_json& logprobs = nullptr);
 // The usage chunk (empty choices) sent before [DONE] with include_usage.
 std::string UsageEvent(const ResponseHeader& header,
                        const std::vector<radixkv::v1::Usage>& usages);

@@ -1,7 +1,9 @@
 #include "router/openai/openai_response.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "router/openai/openai_error.h"
+#include "router/openai/openai_logprobs.h"
 
 namespace radixkv::router::openai {
 namespace {
@@ -95,6 +97,38 @@ TEST(OpenAiResponseTest, ModelList) {
             R"({"object":"list","data":[{"id":"a","object":"model",)"
             R"("created":3,"owned_by":"radixkv"},{"id":"b","object":"model",)"
             R"("created":3,"owned_by":"radixkv"}]})");
+}
+
+TEST(OpenAiResponseTest, LogprobsInTheFormatOfEachEndpoint) {
+  google::protobuf::RepeatedPtrField<radixkv::v1::TokenLogprobs> entries;
+  for (int32_t id : {7, 9}) {
+    radixkv::v1::TokenLogprobs* e = entries.Add();
+    e->mutable_sampled()->set_token_id(id);
+    e->mutable_sampled()->set_logprob(-0.5);
+    for (int32_t alt : {id, 3}) {
+      radixkv::v1::TokenLogprob* t = e->add_top();
+      t->set_token_id(alt);
+      t->set_logprob(alt == id ? -0.5 : -1.25);
+    }
+  }
+  const TokenText text = [](int32_t id) { return absl::StrCat("t", id); };
+  int64_t offset = 4;
+  const nlohmann::ordered_json completion =
+      LogprobsJson(Endpoint::kCompletions, entries, 1, text, &offset);
+  EXPECT_EQ(completion.dump(),
+            R"({"tokens":["t7","t9"],"token_logprobs":[-0.5,-0.5],)"
+            R"("top_logprobs":[{"t7":-0.5},{"t9":-0.5}],"text_offset":[4,6]})");
+  EXPECT_EQ(offset, 8);
+  const nlohmann::ordered_json chat =
+      LogprobsJson(Endpoint::kChat, entries, 2, text, &offset);
+  EXPECT_EQ(chat["content"][0].dump(),
+            R"({"token":"t7","logprob":-0.5,"bytes":[116,55],)"
+            R"("top_logprobs":[{"token":"t7","logprob":-0.5,"bytes":[116,55]},)"
+            R"({"token":"t3","logprob":-1.25,"bytes":[116,51]}]})");
+  nlohmann::ordered_json all;
+  AppendLogprobs(Endpoint::kChat, chat, &all);
+  AppendLogprobs(Endpoint::kChat, chat, &all);
+  EXPECT_EQ(all["content"].size(), 4u);
 }
 
 }  // namespace

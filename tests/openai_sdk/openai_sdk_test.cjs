@@ -142,6 +142,37 @@ test('a list of prompts gives one choice per prompt', async () => {
   assert.equal(r.usage.completion_tokens, 6);
 });
 
+test('n samples with logprobs: one choice each, greedy ones equal', async () => {
+  const one = await client.chat.completions.create({
+    model: MODEL, max_tokens: 5, temperature: 0, ignore_eos: true,
+    messages: [{ role: 'user', content: 'Name a license.' }] });
+  const r = await client.chat.completions.create({
+    model: MODEL, max_tokens: 5, temperature: 0, n: 2, logprobs: true,
+    top_logprobs: 3, ignore_eos: true, messages: [{ role: 'user', content: 'Name a license.' }] });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  for (const c of r.choices) {
+    assert.equal(c.message.content, one.choices[0].message.content);
+    assert.equal(c.logprobs.content.length, 5);
+    for (const t of c.logprobs.content) {
+      assert.ok(t.logprob <= 0, JSON.stringify(t));
+      assert.equal(t.top_logprobs.length, 3);
+      assert.equal(t.top_logprobs[0].token, t.token);  // greedy
+    }
+  }
+  // The prompt is counted once for its samples.
+  assert.equal(r.usage.prompt_tokens, one.usage.prompt_tokens);
+  assert.equal(r.usage.completion_tokens, 10);
+  const c = await client.completions.create({
+    model: MODEL, prompt: 'Copyright', max_tokens: 4, temperature: 0, n: 2,
+    logprobs: 2, ignore_eos: true });
+  assert.deepEqual(c.choices.map((x) => x.index), [0, 1]);
+  assert.equal(c.choices[0].logprobs.tokens.length, 4);
+  assert.equal(c.choices[0].logprobs.token_logprobs.length, 4);
+  assert.equal(Object.keys(c.choices[1].logprobs.top_logprobs[0]).length <= 2,
+               true);
+  await assertNothingHeld();
+});
+
 test('stop strings end the text before the stop', async () => {
   const probe = await client.completions.create({
     model: MODEL, prompt: 'The license grants you', max_tokens: 12,
@@ -220,7 +251,7 @@ test('errors: status codes and OpenAI error objects', async () => {
       tools: [{ type: 'function', function: { name: 'f' } }] }),
     (e) => e.status === 400 && e.param === 'tools');
   await assert.rejects(
-    client.completions.create({ model: MODEL, prompt: 'x', n: 2 }),
+    client.completions.create({ model: MODEL, prompt: 'x', n: 65 }),
     (e) => e.status === 400 && e.param === 'n');
   // 404: a model nobody serves.
   await assert.rejects(

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "worker/forward_batch_validation.h"
 #include "worker/gpu/decode_graphs.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/gpu/gpu_forward.h"
@@ -17,7 +18,6 @@
 #include "worker/gpu/gpu_workspace.h"
 #include "worker/gpu/model_kernels.h"
 #include "worker/gpu/step_metadata.h"
-#include "worker/forward_batch_validation.h"
 
 namespace radixkv::worker {
 
@@ -317,6 +317,14 @@ absl::Status GpuModelExecutor::ForwardSample(
     return absl::InvalidArgumentError("token_ids is null");
   }
   RADIXKV_RETURN_IF_ERROR(ValidateSequenceSampling(batch, sampling));
+  // The device kernels draw with temperature / top-k / top-p only: a batch
+  // with penalties, min_p or logprobs is sampled on the host from its
+  // logits (the B x vocab copy the device path avoids).
+  if (std::any_of(
+          sampling.begin(), sampling.end(),
+          [](const SequenceSampling& s) { return s.NeedsHostProcessors(); })) {
+    return ModelExecutor::ForwardSample(batch, sampling, token_ids);
+  }
   std::vector<GpuSamplingParams> params(sampling.size());
   for (size_t b = 0; b < sampling.size(); ++b) {
     const SequenceSampling& s = sampling[b];

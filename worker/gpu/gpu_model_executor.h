@@ -1,7 +1,7 @@
 // GpuModelExecutor: a LLaMA-family causal LM (LLaMA 2/3, Qwen2) on one GPU,
 // implementing ModelExecutor (worker/model_executor.h) so the scheduler and
-// the services run unchanged; CpuModelExecutor (worker/cpu/cpu_model_executor.h)
-// is the reference it is tested against.
+// the services run unchanged; CpuModelExecutor
+// (worker/cpu/cpu_model_executor.h) is the reference it is tested against.
 //
 // `dtype` (options) is the storage/compute type of weights, activations and
 // the KV pool: kF32 (exact checks against the golden data; GEMMs in fp32
@@ -133,7 +133,10 @@ class GpuModelExecutor final : public ModelExecutor {
   // reported as -1. As on the host path, a row that needs a token and whose
   // logits contain a NaN gets kSamplingFailedToken (the kernels write
   // gpu::kDeviceSamplingFailedToken) and the call still succeeds, so the
-  // scheduler fails that sequence alone.
+  // scheduler fails that sequence alone. A batch with a row that asks for
+  // penalties, min_p or logprobs (SequenceSampling::NeedsHostProcessors)
+  // has no device kernel yet: it runs Forward and samples on the host
+  // (ModelExecutor::ForwardSample, the host Sampler's stream).
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const SequenceSampling> sampling,
                              std::vector<int32_t>* token_ids) override;

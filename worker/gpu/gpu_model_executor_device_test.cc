@@ -37,6 +37,7 @@
 #include "worker/testing/golden_checkpoints.h"
 #include "worker/cpu/cpu_model_executor.h"
 #include "worker/offline_generation.h"
+#include "worker/logit_processors.h"
 #include "worker/sampler.h"
 #include "worker/scheduler.h"
 #include "worker/testing/fake_kv_cache_client.h"
@@ -705,6 +706,56 @@ TEST(GpuExecutor, NanLogitsFailOnlyTheirRow) {
         EXPECT_EQ(on_gpu[s], on_cpu[s]) << s;
       }
     }
+  }
+}
+
+// Penalties, min_p and logprobs (no device kernel: the batch is sampled on
+// the host from the device's logits) against a float64 reference of the
+// same logits: the logprobs of the penalized distribution over the
+// temperature, the token among the truncation's survivors.
+TEST(GpuExecutor, HostProcessorsMatchAFloat64ReferenceOfTheDeviceLogits) {
+  auto gpu = MakeGpu(Shared() + "/golden/models/llama-tiny-fp32", DType::kF32);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 5, 7},
+                                                     {1, 8, 8, 3, 4, 6}};
+  const ForwardBatch b = PrefillBatch(prompts);
+  std::vector<float> logits;
+  ASSERT_TRUE(gpu->Forward(b, &logits).ok());
+  const std::vector<int32_t> output = {9, 9, 4};
+  std::vector<SequenceSampling> ss(2);
+  std::vector<SampledToken> sampled(2);
+  for (int s = 0; s < 2; ++s) {
+    ss[s].temperature = 0.8f;
+    ss[s].seed = 11 + s;
+    ss[s].repetition_penalty = 1.3f;
+    ss[s].frequency_penalty = 0.5f;
+    ss[s].presence_penalty = 0.25f;
+    ss[s].min_p = 0.05f;
+    ss[s].logprobs = 5;
+    ss[s].prompt = prompts[s];
+    ss[s].output = output;
+    ss[s].sampled = &sampled[s];
+  }
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(static_cast<ModelExecutor*>(gpu.get())
+                  ->ForwardSample(b, ss, &tokens)
+                  .ok());
+  for (int s = 0; s < 2; ++s) {
+    std::vector<double> x(logits.begin() + s * kVocab,
+                          logits.begin() + (s + 1) * kVocab);
+    ApplyPenalties({1.3f, 0.5f, 0.25f}, prompts[s], output, &x);
+    const std::vector<double> ref = LogSoftmax(x, 0.8f);
+    std::vector<double> probs;
+    const std::vector<int32_t> kept =
+        KeptCandidates(x, 0.8f, 0, 1.0, 0.05f, &probs);
+    EXPECT_EQ(sampled[s].token, tokens[s]);
+    EXPECT_NE(std::find(kept.begin(), kept.end(), tokens[s]), kept.end());
+    EXPECT_NEAR(sampled[s].logprob, ref[tokens[s]], 1e-9);
+    ASSERT_EQ(sampled[s].top.size(), 5u);
+    for (const auto& [id, lp] : sampled[s].top) {
+      EXPECT_NEAR(lp, ref[id], 1e-9);
+    }
+    EXPECT_EQ(sampled[s].top[0].first, kept[0]);
   }
 }
 

@@ -62,6 +62,8 @@ bool FakeKvCacheClient::AllocatePages(int64_t n, std::vector<int64_t>* pages) {
     page_refs_[page] = 1;
     pages->push_back(page);
   }
+  peak_used_pages_ = std::max<int64_t>(
+      peak_used_pages_, num_pages_ - static_cast<int64_t>(free_.size()));
   return true;
 }
 
@@ -207,8 +209,11 @@ absl::StatusOr<v1::GrowResponse> FakeKvCacheClient::Grow(
   const int64_t from = static_cast<int64_t>(lease.kv_indices.size());
   v1::GrowResponse response;
   response.set_first_remapped_position(-1);
-  if (cow_next_grow_ && from % page_size_ != 0) {
-    cow_next_grow_ = false;
+  const bool shared_partial_page =
+      from % page_size_ != 0 && lease.forked &&
+      page_refs_[lease.kv_indices[from - 1] / page_size_] > 1;
+  if ((cow_next_grow_ || shared_partial_page) && from % page_size_ != 0) {
+    if (!shared_partial_page) cow_next_grow_ = false;
     std::vector<int64_t> fresh;
     if (!AllocatePages(1, &fresh)) {
       return absl::ResourceExhaustedError("no free pages");
@@ -232,6 +237,42 @@ absl::StatusOr<v1::GrowResponse> FakeKvCacheClient::Grow(
   if (!Extend(lease, to)) return absl::ResourceExhaustedError("no free pages");
   response.mutable_kv_indices()->Assign(lease.kv_indices.begin() + from,
                                         lease.kv_indices.end());
+  return response;
+}
+
+absl::StatusOr<v1::ForkResponse> FakeKvCacheClient::Fork(
+    const v1::ForkRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Check("Fork"); !s.ok()) return s;
+  auto it = leases_.find(request.lease_id());
+  if (it == leases_.end()) return absl::NotFoundError("unknown lease");
+  Lease& parent = it->second;
+  if (request.num_children() < 1 || request.num_children() > 64 ||
+      request.num_tokens() < 1 ||
+      request.num_tokens() > static_cast<int64_t>(parent.kv_indices.size())) {
+    return absl::InvalidArgumentError("num_children or num_tokens");
+  }
+  parent.forked = true;
+  const int64_t n = request.num_tokens();
+  v1::ForkResponse response;
+  for (int32_t c = 0; c < request.num_children(); ++c) {
+    Lease child;
+    child.prompt.assign(
+        parent.prompt.begin(),
+        parent.prompt.begin() + std::min<int64_t>(n, parent.prompt.size()));
+    child.kv_indices.assign(parent.kv_indices.begin(),
+                            parent.kv_indices.begin() + n);
+    child.pages = PagesOf(child.kv_indices, page_size_);
+    for (int64_t page : child.pages) ++page_refs_[page];
+    child.prefix_len = std::min(parent.prefix_len, n);
+    child.forked = true;
+    const uint64_t id = next_lease_++;
+    v1::ForkResponse::Child* out = response.add_children();
+    out->set_lease_id(id);
+    out->mutable_kv_indices()->Assign(child.kv_indices.begin(),
+                                      child.kv_indices.end());
+    leases_[id] = std::move(child);
+  }
   return response;
 }
 
@@ -339,6 +380,16 @@ void FakeKvCacheClient::LoseLeaseOnNextHeartbeat(uint64_t lease_id) {
 int64_t FakeKvCacheClient::free_pages() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(free_.size());
+}
+
+int32_t FakeKvCacheClient::page_refs(int64_t page) const {
+  absl::MutexLock lock(&mu_);
+  return page_refs_[page];
+}
+
+int64_t FakeKvCacheClient::peak_used_pages() const {
+  absl::MutexLock lock(&mu_);
+  return peak_used_pages_;
 }
 
 int32_t FakeKvCacheClient::active_leases() const {

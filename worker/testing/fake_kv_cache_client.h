@@ -33,6 +33,11 @@ class FakeKvCacheClient : public KvCacheClient {
       const v1::AcquireRequest& request) override;
   absl::StatusOr<v1::GrowResponse> Grow(
       const v1::GrowRequest& request) override;
+  // Children share the parent's pages of positions [0, num_tokens) (ref
+  // counts + 1); a child's (or the parent's) next Grow copies a shared
+  // partial last page to a fresh one, as the real service does.
+  absl::StatusOr<v1::ForkResponse> Fork(
+      const v1::ForkRequest& request) override;
   absl::StatusOr<v1::CommitResponse> Commit(
       const v1::CommitRequest& request) override;
   absl::StatusOr<v1::ReleaseResponse> Release(
@@ -70,6 +75,11 @@ class FakeKvCacheClient : public KvCacheClient {
   void LoseLeaseOnNextHeartbeat(uint64_t lease_id);
 
   int64_t free_pages() const;
+  // References to `page` (leases and committed sequences).
+  int32_t page_refs(int64_t page) const;
+  // Pages referenced by leases or committed sequences, at most ever
+  // (peak of num_pages - free pages).
+  int64_t peak_used_pages() const;
   int64_t num_pages() const { return num_pages_; }
   int32_t active_leases() const;
   bool registered() const;
@@ -90,6 +100,8 @@ class FakeKvCacheClient : public KvCacheClient {
     // Every page the lease references (shared prefix pages and its own).
     std::vector<int64_t> pages;
     int64_t prefix_len = 0;
+    // Shares pages through Fork: its next Grow copies a shared partial page.
+    bool forked = false;
   };
   struct Entry {
     std::vector<int32_t> tokens;
@@ -124,6 +136,7 @@ class FakeKvCacheClient : public KvCacheClient {
   std::vector<std::vector<int32_t>> keep_lease_commits_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> lose_ ABSL_GUARDED_BY(mu_);
   bool cow_next_grow_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t peak_used_pages_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> exhaust_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status> fail_next_ ABSL_GUARDED_BY(mu_);
 };
