@@ -11,8 +11,7 @@ namespace {
 // Sample `index` of `parent`'s request, before any lease: the request's
 // fields, the prompt, its own random stream, detokenizer and stop checker.
 std::unique_ptr<Sequence> NewSample(const Sequence& parent, int32_t index,
-                                    std::shared_ptr<SampleGroup> group,
-                                    const Tokenizer* tokenizer) {
+                                    std::shared_ptr<SampleGroup> group) {
   auto child = std::make_unique<Sequence>();
   child->request_id = parent.request_id;
   child->stream = parent.stream;
@@ -28,8 +27,9 @@ std::unique_ptr<Sequence> NewSample(const Sequence& parent, int32_t index,
                        parent.tokens.begin() + parent.prompt_len);
   child->prompt_len = parent.prompt_len;
   if (parent.detokenizer != nullptr) {
+    // The parent has decoded its prompt only: each child starts from there.
     child->detokenizer =
-        std::make_unique<IncrementalDetokenizer>(tokenizer, child->tokens);
+        std::make_unique<model::IncrementalDetokenizer>(*parent.detokenizer);
   }
   if (parent.stop_checker != nullptr) {
     child->stop_checker =
@@ -63,8 +63,7 @@ v1::ForkRequest ForkRequestFor(const Sequence& parent) {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Sequence>>> MakeForkChildren(
-    const Sequence& parent, const v1::ForkResponse& forked,
-    const Tokenizer* tokenizer) {
+    const Sequence& parent, const v1::ForkResponse& forked) {
   const int64_t shared = parent.prompt_len - 1;
   if (forked.children_size() != parent.num_samples) {
     return absl::InternalError(
@@ -82,7 +81,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Sequence>>> MakeForkChildren(
   std::vector<std::unique_ptr<Sequence>> children;
   for (int32_t i = 0; i < parent.num_samples; ++i) {
     const v1::ForkResponse::Child& c = forked.children(i);
-    std::unique_ptr<Sequence> child = NewSample(parent, i, group, tokenizer);
+    std::unique_ptr<Sequence> child = NewSample(parent, i, group);
     child->has_lease = true;
     child->lease_id = c.lease_id();
     child->lease_epoch = parent.lease_epoch;
@@ -108,11 +107,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Sequence>>> MakeForkChildren(
 }
 
 std::vector<std::unique_ptr<Sequence>> SplitIntoSamples(
-    const Sequence& parent, const Tokenizer* tokenizer) {
+    const Sequence& parent) {
   std::shared_ptr<SampleGroup> group = NewGroup(parent.num_samples);
   std::vector<std::unique_ptr<Sequence>> samples;
   for (int32_t i = 0; i < parent.num_samples; ++i) {
-    samples.push_back(NewSample(parent, i, group, tokenizer));
+    samples.push_back(NewSample(parent, i, group));
   }
   return samples;
 }

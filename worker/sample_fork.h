@@ -18,7 +18,6 @@
 
 #include "absl/status/statusor.h"
 #include "radixkv/v1/cache_service.pb.h"
-#include "worker/model/tokenizer.h"
 #include "worker/sequence.h"
 
 namespace radixkv::worker {
@@ -34,17 +33,15 @@ v1::ForkRequest ForkRequestFor(const Sequence& parent);
 // its child lease (table of prompt_len - 1 slots, all computed), the
 // parent's copy ops not yet executed, sample_index i and seed + i, and the
 // request's group with n live samples. INTERNAL when the answer has other
-// than n children or a table of another length. `tokenizer` may be null
-// (only when the parent has neither detokenizer nor stop checker).
+// than n children or a table of another length.
 absl::StatusOr<std::vector<std::unique_ptr<Sequence>>> MakeForkChildren(
-    const Sequence& parent, const v1::ForkResponse& forked,
-    const Tokenizer* tokenizer);
+    const Sequence& parent, const v1::ForkResponse& forked);
 
 // A parent with a one-token prompt has no position to fork at: its n
 // samples are independent sequences (no lease yet, nothing computed), each
 // acquiring its own one-token lease.
 std::vector<std::unique_ptr<Sequence>> SplitIntoSamples(
-    const Sequence& parent, const Tokenizer* tokenizer);
+    const Sequence& parent);
 
 }  // namespace radixkv::worker
 
