@@ -10,6 +10,7 @@
 #include "model/safetensors_reader.h"
 #include "worker/gpu/gpu_model_executor.h"
 #include "worker/forward_batch_examples.h"
+#include "worker/forward_batch_validation.h"
 
 namespace radixkv::worker {
 namespace {
