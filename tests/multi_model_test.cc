@@ -14,7 +14,7 @@
 #include "model/testing/shared_test_data.h"
 #include "model/tokenizer/load_tokenizer.h"
 #include "radixkv/v1/router.grpc.pb.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/router_e2e_client.h"
 
 namespace radixkv::tests {
