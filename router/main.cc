@@ -292,12 +292,6 @@ void Drain(process::GrpcServer& server, router::RouterService& service,
   service.WaitForIdle(absl::Seconds(5));
 }
 
-// Logs `status` at critical level; returns main()'s exit code for it.
-int Fail(const absl::Status& status) {
-  spdlog::critical("{}", status.ToString());
-  return 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -313,24 +307,24 @@ int main(int argc, char** argv) {
   if (!metrics.ok()) return 1;
   router::RouterMetrics router_metrics(*(*metrics)->registry());
   auto catalog = LoadModelCatalog();
-  if (!catalog.ok()) return Fail(catalog.status());
+  if (!catalog.ok()) return process::StartupFailure(catalog.status());
   auto api_keys = LoadApiKeys();
-  if (!api_keys.ok()) return Fail(api_keys.status());
+  if (!api_keys.ok()) return process::StartupFailure(api_keys.status());
 
   const router::RouterOptions options = RouterOptionsFromFlags(api_keys->get());
   auto service =
       router::RouterService::Create(options, catalog->get(), &router_metrics);
-  if (!service.ok()) return Fail(service.status());
+  if (!service.ok()) return process::StartupFailure(service.status());
   auto server = process::GrpcServer::Start(
       process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {service->get()});
-  if (!server.ok()) return Fail(server.status());
+  if (!server.ok()) return process::StartupFailure(server.status());
   std::unique_ptr<router::openai::OpenAiFrontend> frontend;
   std::unique_ptr<process::HttpServer> http;
   if (absl::GetFlag(FLAGS_http_port) > 0) {
     frontend = std::make_unique<router::openai::OpenAiFrontend>(
         service->get(), api_keys->get());
     auto started = StartHttpApi(frontend.get());
-    if (!started.ok()) return Fail(started.status());
+    if (!started.ok()) return process::StartupFailure(started.status());
     http = *std::move(started);
   }
   std::unique_ptr<process::ReloadSignalWatcher> reload;

@@ -301,11 +301,6 @@ worker::SchedulerOptions SchedulerOptionsFromFlags(
   return options;
 }
 
-int Fail(const absl::Status& status) {
-  spdlog::critical("{}", status.ToString());
-  return 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -347,7 +342,7 @@ int main(int argc, char** argv) {
   worker::WorkerServiceImpl service;
   auto server = process::GrpcServer::Start(
       process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {&service});
-  if (!server.ok()) return Fail(server.status());
+  if (!server.ok()) return process::StartupFailure(server.status());
   const int port = (*server)->port();
   // Not ready until the scheduler is wired in (the Worker service answers
   // UNAVAILABLE until then).
@@ -355,13 +350,13 @@ int main(int argc, char** argv) {
       (*server)->server()->GetHealthCheckService();
   if (health != nullptr) health->SetServingStatus(false);
   auto cache = ConnectCacheService();
-  if (!cache.ok()) return Fail(cache.status());
+  if (!cache.ok()) return process::StartupFailure(cache.status());
 
   const worker::SchedulerOptions options =
       SchedulerOptionsFromFlags(port, (*metrics)->port(), model_name);
   auto scheduler = worker::Scheduler::Create(
       options, executor->get(), cache->get(), tokenizer.get(), &worker_metrics);
-  if (!scheduler.ok()) return Fail(scheduler.status());
+  if (!scheduler.ok()) return process::StartupFailure(scheduler.status());
   service.set_scheduler(scheduler->get());
   if (health != nullptr) health->SetServingStatus(true);
   const std::string cache_address = absl::GetFlag(FLAGS_cache_service);
