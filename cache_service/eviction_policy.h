@@ -25,7 +25,7 @@ namespace radixkv::cache_service {
 // than it is, so the unique tails of finished requests, which no request
 // has matched, go before the shared prefixes they hang off (a time-bounded
 // form of segmented LRU: a prefix unused for longer than the bonus loses its
-// protection). router/two_worker_hit_rate_model.py and
+// protection). tools/workload/two_worker_hit_rate_model.py and
 // docs/perf/2026-11-29-two-workers-2x-target.md show where this matters.
 enum class EvictionPolicyKind { kLru, kLfu, kPriority, kReuseLru };
 

@@ -28,16 +28,15 @@
 #include "cache_service/redis_journal.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "process/process_lifecycle.h"
+#include "process/server_flags.h"
 #include "spdlog/spdlog.h"
 
 ABSL_DECLARE_FLAG(std::string, bind_address);  // process/process_lifecycle.cc
 
-ABSL_FLAG(int, grpc_port, 50051, "gRPC port (also serves grpc.health.v1).");
-ABSL_FLAG(int, metrics_port, 9101, "Prometheus /metrics port; 0 = disabled.");
-ABSL_FLAG(int, drain_timeout_s, 5,
-          "Seconds SIGTERM/SIGINT waits for in-flight RPCs to finish after "
-          "readiness drops to NOT_SERVING, before cancelling them; in "
-          "[0, 3600].");
+RADIXKV_DEFINE_SERVER_FLAGS(
+    50051, 9101, 5,
+    "Seconds SIGTERM/SIGINT waits for in-flight RPCs to finish after "
+    "readiness drops to NOT_SERVING, before cancelling them; in [0, 3600].");
 ABSL_FLAG(std::string, redis, "",
           "Redis host:port holding the journal and snapshots. Empty = "
           "in-memory mode (state is lost when the process exits).");
@@ -101,39 +100,11 @@ namespace {
 
 namespace cs = radixkv::cache_service;
 
-absl::Status CheckRange(const char* name, int64_t value, int64_t lo,
-                        int64_t hi) {
-  if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, " must be in [", lo, ", ", hi, "], got ", value));
-  }
-  return absl::OkStatus();
-}
-
 // Validates every flag; fills `options` and `redis` from them.
 absl::Status ValidateFlags(cs::CacheServiceOptions* options,
                            cs::RedisJournalOptions* redis) {
-  absl::Status s =
-      CheckRange("grpc_port", absl::GetFlag(FLAGS_grpc_port), 0, 65535);
-  if (s.ok()) {
-    s = CheckRange("metrics_port", absl::GetFlag(FLAGS_metrics_port), 0, 65535);
-  }
-  if (s.ok()) {
-    s = CheckRange("drain_timeout_s", absl::GetFlag(FLAGS_drain_timeout_s), 0,
-                   3600);
-  }
-  if (s.ok()) {
-    s = CheckRange("lease_ttl_ms", absl::GetFlag(FLAGS_lease_ttl_ms), 100,
-                   86'400'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("heartbeat_timeout_ms",
-                   absl::GetFlag(FLAGS_heartbeat_timeout_ms), 100, 86'400'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("snapshot_every_ops",
-                   absl::GetFlag(FLAGS_snapshot_every_ops), 1, 1'000'000'000);
-  }
+  namespace process = radixkv::process;
+  absl::Status s = process::ValidateServerFlags(process::GetServerFlags());
   if (s.ok()) {
     const double ratio = absl::GetFlag(FLAGS_snapshot_journal_ratio);
     if (!(ratio > 0 && ratio <= 1000)) {
@@ -142,40 +113,29 @@ absl::Status ValidateFlags(cs::CacheServiceOptions* options,
     }
   }
   if (s.ok()) {
-    s = CheckRange("snapshot_test_child_delay_ms",
-                   absl::GetFlag(FLAGS_snapshot_test_child_delay_ms), 0,
-                   600'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("max_prompt_tokens", absl::GetFlag(FLAGS_max_prompt_tokens),
-                   1, cs::kMaxPromptTokens);
-  }
-  if (s.ok()) {
-    s = CheckRange("grow_chunk_tokens", absl::GetFlag(FLAGS_grow_chunk_tokens),
-                   1, cs::kMaxGrowTokens);
-  }
-  if (s.ok()) {
-    s = CheckRange("sweep_interval_ms", absl::GetFlag(FLAGS_sweep_interval_ms),
-                   10, 60'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("max_total_slots", absl::GetFlag(FLAGS_max_total_slots), 1,
-                   int64_t{1} << 40);
-  }
-  if (s.ok()) {
-    s = CheckRange("max_workers", absl::GetFlag(FLAGS_max_workers), 1,
-                   1'000'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("max_trees", absl::GetFlag(FLAGS_max_trees), 1, 100'000'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("redis_connect_timeout_ms",
-                   absl::GetFlag(FLAGS_redis_connect_timeout_ms), 0, 600'000);
-  }
-  if (s.ok()) {
-    s = CheckRange("eviction_reuse_bonus_ms",
-                   absl::GetFlag(FLAGS_eviction_reuse_bonus_ms), 0, 86'400'000);
+    s = process::CheckFlagRanges({
+        {"lease_ttl_ms", absl::GetFlag(FLAGS_lease_ttl_ms), 100, 86'400'000},
+        {"heartbeat_timeout_ms", absl::GetFlag(FLAGS_heartbeat_timeout_ms), 100,
+         86'400'000},
+        {"snapshot_every_ops", absl::GetFlag(FLAGS_snapshot_every_ops), 1,
+         1'000'000'000},
+        {"snapshot_test_child_delay_ms",
+         absl::GetFlag(FLAGS_snapshot_test_child_delay_ms), 0, 600'000},
+        {"max_prompt_tokens", absl::GetFlag(FLAGS_max_prompt_tokens), 1,
+         cs::kMaxPromptTokens},
+        {"grow_chunk_tokens", absl::GetFlag(FLAGS_grow_chunk_tokens), 1,
+         cs::kMaxGrowTokens},
+        {"sweep_interval_ms", absl::GetFlag(FLAGS_sweep_interval_ms), 10,
+         60'000},
+        {"max_total_slots", absl::GetFlag(FLAGS_max_total_slots), 1,
+         int64_t{1} << 40},
+        {"max_workers", absl::GetFlag(FLAGS_max_workers), 1, 1'000'000},
+        {"max_trees", absl::GetFlag(FLAGS_max_trees), 1, 100'000'000},
+        {"redis_connect_timeout_ms",
+         absl::GetFlag(FLAGS_redis_connect_timeout_ms), 0, 600'000},
+        {"eviction_reuse_bonus_ms",
+         absl::GetFlag(FLAGS_eviction_reuse_bonus_ms), 0, 86'400'000},
+    });
   }
   if (!s.ok()) return s;
   absl::StatusOr<cs::EvictionPolicyKind> policy =

@@ -173,6 +173,11 @@ int WaitForShutdownSignal() {
   }
 }
 
+int StartupFailure(const absl::Status& status) {
+  spdlog::critical("{}", status.ToString());
+  return 1;
+}
+
 void RequestShutdown() {
   g_shutdown_requested.store(true);
   kill(getpid(), SIGUSR1);

@@ -35,7 +35,7 @@ std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
 // Whether `--help` of the binary `program` (argv[0]'s basename) lists the
 // flags defined in `file` (the source path Abseil records for a flag, e.g.
 // "router/main.cc"). Abseil's default lists only <program>.cc,
-// <program>-main.cc and <program>_main.cc, so `router --help` printed "No
+// <program>-main.cc and <program>_main.cc, so `router --help` would print "No
 // flags matched" (its flags live in router/main.cc). Also true: any
 // "main.cc" (a binary links one) and process/process_lifecycle.cc (the
 // flags every process shares: --bind_address, --log_level, --check_flags).
@@ -89,6 +89,10 @@ std::string ListenAddress(int port);
 // at once; signals arriving while nobody waits again later (a second SIGTERM
 // during the drain) do not kill the process.
 int WaitForShutdownSignal();
+
+// Logs `status` (a start-up step that failed: a port, a file, a connection)
+// at critical level and returns the exit code main() returns for it (1).
+int StartupFailure(const absl::Status& status);
 
 // Makes WaitForShutdownSignal() return, from any thread (used by tests and
 // by fatal background errors).

@@ -50,14 +50,15 @@ TEST(IsHelpFlagsFileTest, MainFilesAndSharedFlagsAreListed) {
   EXPECT_TRUE(IsHelpFlagsFile("worker_gpu", "worker/main.cc"));
   EXPECT_TRUE(IsHelpFlagsFile("cache_service", "process/process_lifecycle.cc"));
   // Abseil's default rule is kept: <program>.cc, -main.cc, _main.cc.
-  EXPECT_TRUE(IsHelpFlagsFile("local_cluster", "router/local_cluster_main.cc"));
+  EXPECT_TRUE(IsHelpFlagsFile("local_cluster",
+                              "tools/local_cluster/local_cluster_main.cc"));
   EXPECT_TRUE(IsHelpFlagsFile("loadgen", "tools/loadgen-main.cc"));
   EXPECT_TRUE(IsHelpFlagsFile("loadgen", "loadgen.cc"));
   // Libraries' flags (and Abseil's, gRPC's) stay out of --help.
   EXPECT_FALSE(IsHelpFlagsFile("router", "router/router_service.cc"));
   EXPECT_FALSE(IsHelpFlagsFile("router", "absl/flags/parse.cc"));
-  EXPECT_FALSE(
-      IsHelpFlagsFile("local_cluster", "router/local_cluster_test.cc"));
+  EXPECT_FALSE(IsHelpFlagsFile("local_cluster",
+                               "tools/local_cluster/local_cluster_test.cc"));
   EXPECT_FALSE(IsHelpFlagsFile("", "router/router_service.cc"));
 }
 
@@ -150,6 +151,10 @@ TEST(ShutdownSignalsTest, SignalsOnALibraryThreadReachWaitForShutdownSignal) {
   EXPECT_EQ(WaitForShutdownSignal(), 0);
   stop.store(true);
   library_thread.join();
+}
+
+TEST(StartupFailure, ReturnsExitCodeOne) {
+  EXPECT_EQ(StartupFailure(absl::UnavailableError("port 1 is in use")), 1);
 }
 
 }  // namespace

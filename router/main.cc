@@ -1,6 +1,7 @@
 // radixkv router: cache-aware placement and the public Generate API
 // (router_service.h). Stateless: any number of replicas may run against one
 // cache service.
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "model/model_config.h"
 #include "process/http_server.h"
 #include "process/process_lifecycle.h"
+#include "process/server_flags.h"
 #include "proto/prompt_text_limit.h"
 #include "router/api_keys.h"
 #include "router/model_catalog.h"
@@ -23,8 +25,13 @@
 #include "router/router_service.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(int, grpc_port, 50050, "gRPC port (also serves grpc.health.v1).");
-ABSL_FLAG(int, metrics_port, 9100, "Prometheus /metrics port; 0 = disabled.");
+RADIXKV_DEFINE_SERVER_FLAGS(
+    50050, 9100, 5,
+    "Seconds SIGTERM/SIGINT waits for in-flight RPCs (Generate streams) to "
+    "finish after readiness drops to NOT_SERVING, before ending what is left "
+    "with UNAVAILABLE (\"the router is shutting down\"); in [0, 3600]. Keep "
+    "it below the pod's terminationGracePeriodSeconds (the exit takes up to "
+    "1 s more).");
 ABSL_FLAG(std::string, cache_service, "127.0.0.1:50051",
           "host:port of the cache service (Match, Stats).");
 ABSL_FLAG(std::string, policy, "cache_aware",
@@ -112,26 +119,17 @@ ABSL_FLAG(int64_t, max_in_flight_per_worker, 64,
           "request is refused at once with RESOURCE_EXHAUSTED instead of "
           "queueing on a worker. About twice the workers' "
           "--max_running_requests: one batch running, one waiting.");
-ABSL_FLAG(int, drain_timeout_s, 5,
-          "Seconds SIGTERM/SIGINT waits for in-flight RPCs (Generate "
-          "streams) to finish after readiness drops to NOT_SERVING, before "
-          "ending what is left with UNAVAILABLE (\"the router is shutting "
-          "down\"); in [0, 3600]. Keep it below the pod's "
-          "terminationGracePeriodSeconds (the exit takes up to 1 s more).");
-
 namespace {
 
+namespace process = radixkv::process;
+namespace router = radixkv::router;
+
 absl::Status ValidateFlags() {
-  int port = absl::GetFlag(FLAGS_grpc_port);
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError("--grpc_port must be in [0, 65535]");
+  if (absl::Status s = process::ValidateServerFlags(process::GetServerFlags());
+      !s.ok()) {
+    return s;
   }
-  int metrics = absl::GetFlag(FLAGS_metrics_port);
-  if (metrics < 0 || metrics > 65535) {
-    return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
-  }
-  if (auto p = radixkv::router::CreatePlacementPolicy(
-          absl::GetFlag(FLAGS_policy), {});
+  if (auto p = router::CreatePlacementPolicy(absl::GetFlag(FLAGS_policy), {});
       !p.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--policy: ", p.status().message()));
@@ -151,39 +149,30 @@ absl::Status ValidateFlags() {
         "--balance_rel_ratio >= 1");
   }
   const int keepalive = absl::GetFlag(FLAGS_worker_keepalive_ms);
-  if (keepalive != 0 &&
-      (keepalive < radixkv::process::kMinClientKeepaliveTimeMs ||
-       keepalive > 86'400'000)) {
+  if (keepalive != 0 && (keepalive < process::kMinClientKeepaliveTimeMs ||
+                         keepalive > 86'400'000)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--worker_keepalive_ms must be 0 or in [",
-                     radixkv::process::kMinClientKeepaliveTimeMs,
+                     process::kMinClientKeepaliveTimeMs,
                      ", 86400000] (servers answer faster pings with GOAWAY)"));
   }
-  const int keepalive_timeout =
-      absl::GetFlag(FLAGS_worker_keepalive_timeout_ms);
-  if (keepalive_timeout < 100 || keepalive_timeout > 600'000) {
-    return absl::InvalidArgumentError(
-        "--worker_keepalive_timeout_ms must be in [100, 600000]");
-  }
-  const int http_port = absl::GetFlag(FLAGS_http_port);
-  if (http_port < 0 || http_port > 65535) {
-    return absl::InvalidArgumentError("--http_port must be in [0, 65535]");
-  }
-  if (absl::Status s = radixkv::router::ModelCatalog::ParseModelsFlag(
-                           absl::GetFlag(FLAGS_models))
-                           .status();
+  if (absl::Status s = process::CheckFlagRanges({
+          {"worker_keepalive_timeout_ms",
+           absl::GetFlag(FLAGS_worker_keepalive_timeout_ms), 100, 600'000},
+          {"http_port", absl::GetFlag(FLAGS_http_port), 0, 65535},
+          {"max_in_flight_requests",
+           absl::GetFlag(FLAGS_max_in_flight_requests), 1, INT64_MAX},
+          {"max_in_flight_per_worker",
+           absl::GetFlag(FLAGS_max_in_flight_per_worker), 0, INT64_MAX},
+      });
       !s.ok()) {
     return s;
   }
-  if (absl::GetFlag(FLAGS_max_in_flight_requests) < 1 ||
-      absl::GetFlag(FLAGS_max_in_flight_per_worker) < 0) {
-    return absl::InvalidArgumentError(
-        "--max_in_flight_requests must be >= 1 and "
-        "--max_in_flight_per_worker >= 0");
-  }
-  int drain = absl::GetFlag(FLAGS_drain_timeout_s);
-  if (drain < 0 || drain > 3600) {
-    return absl::InvalidArgumentError("--drain_timeout_s must be in [0, 3600]");
+  if (absl::Status s =
+          router::ModelCatalog::ParseModelsFlag(absl::GetFlag(FLAGS_models))
+              .status();
+      !s.ok()) {
+    return s;
   }
   if (absl::GetFlag(FLAGS_cache_service).empty()) {
     return absl::InvalidArgumentError("--cache_service must be host:port");
@@ -191,29 +180,13 @@ absl::Status ValidateFlags() {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  namespace process = radixkv::process;
-  namespace router = radixkv::router;
-  process::InitProcess(
-      argc, argv,
-      "radixkv router: cache-aware placement and the public Generate API.");
-  absl::Status valid = ValidateFlags();
-  if (process::CheckFlagsOnly() || !valid.ok()) {
-    return process::FinishCheckFlags(valid);
-  }
-  auto metrics =
-      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
-  if (!metrics.ok()) return 1;
-  router::RouterMetrics router_metrics(*(*metrics)->registry());
-
+// The models of --models plus the one of --model_dir (named after its last
+// path component). Each is loaded now, so a broken folder is reported at
+// start-up.
+absl::StatusOr<std::unique_ptr<router::ModelCatalog>> LoadModelCatalog() {
   auto models =
       router::ModelCatalog::ParseModelsFlag(absl::GetFlag(FLAGS_models));
-  if (!models.ok()) {
-    spdlog::critical("{}", models.status().ToString());
-    return 1;
-  }
+  if (!models.ok()) return models.status();
   const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
   if (!model_dir.empty()) {
     std::string name = model_dir;
@@ -221,29 +194,32 @@ int main(int argc, char** argv) {
     name = name.substr(name.find_last_of('/') + 1);
     models->emplace_back(name, model_dir);
   }
-  router::ModelCatalog catalog(*models, absl::GetFlag(FLAGS_models_dir));
+  auto catalog = std::make_unique<router::ModelCatalog>(
+      *models, absl::GetFlag(FLAGS_models_dir));
   for (const auto& [name, dir] : *models) {
-    // Loaded now, so a broken folder is reported at start-up.
-    if (catalog.Find(name) == nullptr) {
+    if (catalog->Find(name) == nullptr) {
       spdlog::warn("model {} ({}): text prompts go to its workers as text",
                    name, dir);
     }
   }
-  std::unique_ptr<router::ApiKeys> api_keys;
-  if (!absl::GetFlag(FLAGS_api_keys_file).empty()) {
-    auto keys = router::ApiKeys::Load(absl::GetFlag(FLAGS_api_keys_file));
-    if (!keys.ok()) {
-      spdlog::critical("{}", keys.status().ToString());
-      return 1;
-    }
-    api_keys = *std::move(keys);
-    spdlog::info("API keys required ({} keys)", api_keys->size());
-  }
+  return catalog;
+}
 
+// The keys of --api_keys_file; null when the flag is empty (no key needed).
+absl::StatusOr<std::unique_ptr<router::ApiKeys>> LoadApiKeys() {
+  if (absl::GetFlag(FLAGS_api_keys_file).empty()) return nullptr;
+  auto keys = router::ApiKeys::Load(absl::GetFlag(FLAGS_api_keys_file));
+  if (!keys.ok()) return keys.status();
+  spdlog::info("API keys required ({} keys)", (*keys)->size());
+  return keys;
+}
+
+router::RouterOptions RouterOptionsFromFlags(const router::ApiKeys* api_keys) {
   router::RouterOptions options;
+  const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
   if (!model_dir.empty()) {
     // Text longer than the model's context can hold is rejected before it
-    // is tokenized (worker/prompt_text_limit.h).
+    // is tokenized (proto/prompt_text_limit.h).
     auto config = radixkv::model::LoadModelConfig(model_dir);
     if (config.ok()) {
       options.max_prompt_text_bytes =
@@ -279,48 +255,89 @@ int main(int argc, char** argv) {
   options.max_in_flight_requests = absl::GetFlag(FLAGS_max_in_flight_requests);
   options.max_in_flight_per_worker =
       absl::GetFlag(FLAGS_max_in_flight_per_worker);
-  options.api_keys = api_keys.get();
-  auto service =
-      router::RouterService::Create(options, &catalog, &router_metrics);
-  if (!service.ok()) {
-    spdlog::critical("{}", service.status().ToString());
-    return 1;
-  }
+  options.api_keys = api_keys;
+  return options;
+}
 
+// The OpenAI HTTP API on --http_port, answered by `frontend`.
+absl::StatusOr<std::unique_ptr<process::HttpServer>> StartHttpApi(
+    router::openai::OpenAiFrontend* frontend) {
+  process::HttpServerOptions http_options;
+  http_options.address = process::BindAddress();
+  http_options.port = absl::GetFlag(FLAGS_http_port);
+  return process::HttpServer::Start(http_options, [frontend](auto exchange) {
+    frontend->Handle(std::move(exchange));
+  });
+}
+
+// Readiness drops, in-flight requests (gRPC and HTTP) get --drain_timeout_s
+// to finish; then the service ends what is left itself (UNAVAILABLE "the
+// router is shutting down ..."), before the server would cut them with
+// gRPC's bare "Cancelling all calls".
+void Drain(process::GrpcServer& server, router::RouterService& service,
+           router::openai::OpenAiFrontend* frontend) {
+  if (frontend != nullptr) frontend->set_serving(false);
+  const absl::Duration drain =
+      absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  const absl::Time drain_end = absl::Now() + drain;
+  absl::Notification drained;
+  std::thread end_of_drain([&] {
+    if (!drained.WaitForNotificationWithTimeout(drain)) service.Shutdown();
+  });
+  server.Shutdown(drain + absl::Seconds(1));
+  service.WaitForIdle(drain_end - absl::Now());
+  drained.Notify();
+  end_of_drain.join();
+  service.Shutdown();
+  service.WaitForIdle(absl::Seconds(5));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  process::InitProcess(
+      argc, argv,
+      "radixkv router: cache-aware placement and the public Generate API.");
+  absl::Status valid = ValidateFlags();
+  if (process::CheckFlagsOnly() || !valid.ok()) {
+    return process::FinishCheckFlags(valid);
+  }
+  auto metrics =
+      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
+  if (!metrics.ok()) return 1;
+  router::RouterMetrics router_metrics(*(*metrics)->registry());
+  auto catalog = LoadModelCatalog();
+  if (!catalog.ok()) return process::StartupFailure(catalog.status());
+  auto api_keys = LoadApiKeys();
+  if (!api_keys.ok()) return process::StartupFailure(api_keys.status());
+
+  const router::RouterOptions options = RouterOptionsFromFlags(api_keys->get());
+  auto service =
+      router::RouterService::Create(options, catalog->get(), &router_metrics);
+  if (!service.ok()) return process::StartupFailure(service.status());
   auto server = process::GrpcServer::Start(
       process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {service->get()});
-  if (!server.ok()) {
-    spdlog::critical("{}", server.status().ToString());
-    return 1;
-  }
+  if (!server.ok()) return process::StartupFailure(server.status());
   std::unique_ptr<router::openai::OpenAiFrontend> frontend;
   std::unique_ptr<process::HttpServer> http;
   if (absl::GetFlag(FLAGS_http_port) > 0) {
-    frontend = std::make_unique<router::openai::OpenAiFrontend>(service->get(),
-                                                                api_keys.get());
-    process::HttpServerOptions http_options;
-    http_options.address = process::BindAddress();
-    http_options.port = absl::GetFlag(FLAGS_http_port);
-    auto started = process::HttpServer::Start(
-        http_options, [f = frontend.get()](auto exchange) {
-          f->Handle(std::move(exchange));
-        });
-    if (!started.ok()) {
-      spdlog::critical("{}", started.status().ToString());
-      return 1;
-    }
+    frontend = std::make_unique<router::openai::OpenAiFrontend>(
+        service->get(), api_keys->get());
+    auto started = StartHttpApi(frontend.get());
+    if (!started.ok()) return process::StartupFailure(started.status());
     http = *std::move(started);
   }
   std::unique_ptr<process::ReloadSignalWatcher> reload;
-  if (api_keys != nullptr) {
-    reload = std::make_unique<process::ReloadSignalWatcher>([&api_keys] {
-      const absl::Status s = api_keys->Reload();
-      if (s.ok()) {
-        spdlog::info("SIGHUP: API keys re-read ({} keys)", api_keys->size());
-      } else {
-        spdlog::error("SIGHUP: API keys kept: {}", s.ToString());
-      }
-    });
+  if (*api_keys != nullptr) {
+    reload = std::make_unique<process::ReloadSignalWatcher>(
+        [keys = api_keys->get()] {
+          const absl::Status s = keys->Reload();
+          if (s.ok()) {
+            spdlog::info("SIGHUP: API keys re-read ({} keys)", keys->size());
+          } else {
+            spdlog::error("SIGHUP: API keys kept: {}", s.ToString());
+          }
+        });
   }
   spdlog::info(
       "router serving gRPC on port {} (health: grpc.health.v1), OpenAI HTTP "
@@ -330,24 +347,7 @@ int main(int argc, char** argv) {
   int sig = process::WaitForShutdownSignal();
   spdlog::info("signal {}: draining for up to {} s", sig,
                absl::GetFlag(FLAGS_drain_timeout_s));
-  if (frontend != nullptr) frontend->set_serving(false);
-  const absl::Duration drain =
-      absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
-  const absl::Time drain_end = absl::Now() + drain;
-  // At the end of the drain the service ends its remaining streams itself
-  // (UNAVAILABLE "the router is shutting down ..."), before the server would
-  // cut them with gRPC's bare "Cancelling all calls".
-  absl::Notification drained;
-  std::thread end_of_drain([&] {
-    if (!drained.WaitForNotificationWithTimeout(drain)) (*service)->Shutdown();
-  });
-  (*server)->Shutdown(drain + absl::Seconds(1));
-  // HTTP requests drain like gRPC ones.
-  (*service)->WaitForIdle(drain_end - absl::Now());
-  drained.Notify();
-  end_of_drain.join();
-  (*service)->Shutdown();
-  (*service)->WaitForIdle(absl::Seconds(5));
+  Drain(**server, **service, frontend.get());
   http.reset();
   spdlog::info("router stopped cleanly");
   return 0;

@@ -21,7 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/router_e2e_client.h"
 
 namespace radixkv::tests {

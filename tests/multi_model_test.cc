@@ -18,8 +18,8 @@
 #include "model/tokenizer/load_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "radixkv/v1/router.grpc.pb.h"
-#include "router/local_cluster.h"
-#include "router/workload_runner.h"
+#include "tools/local_cluster/local_cluster.h"
+#include "tools/workload/workload_runner.h"
 #include "tests/router_e2e_client.h"
 
 namespace radixkv::tests {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/router_e2e_client.h"
 
 namespace radixkv::tests {

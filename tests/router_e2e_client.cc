@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/tokenizer/load_tokenizer.h"
 #include "router/router_service.h"
-#include "router/workload_runner.h"
+#include "tools/workload/workload_runner.h"
 
 namespace radixkv::tests {
 std::string Runfile(const std::string& path) {

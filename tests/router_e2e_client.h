@@ -17,7 +17,7 @@
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
 #include "radixkv/v1/worker.grpc.pb.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 
 namespace radixkv::tests {
 

@@ -1,6 +1,6 @@
 // End to end through the router with real processes on loopback
 // (redis-server, cache service journaling to it, two CPU workers with the
-// embedded model, router; see router/local_cluster.h):
+// embedded model, router; see tools/local_cluster/local_cluster.h):
 //   - a second conversation turn computes only its new tokens;
 //   - greedy outputs are identical with the prefix cache on and off;
 //   - cache_aware keeps each of two conversations on the worker holding its
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "gtest/gtest.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/router_e2e_client.h"
 
 namespace radixkv::tests {

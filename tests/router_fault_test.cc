@@ -27,9 +27,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "router/local_cluster.h"
-#include "router/workload.h"
-#include "router/workload_runner.h"
+#include "tools/local_cluster/local_cluster.h"
+#include "tools/workload/workload.h"
+#include "tools/workload/workload_runner.h"
 #include "tests/router_e2e_client.h"
 
 namespace radixkv::tests {

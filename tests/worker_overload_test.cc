@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/generate_burst.h"
 #include "tests/router_e2e_client.h"
 

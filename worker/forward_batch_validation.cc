@@ -12,9 +12,8 @@ absl::Status Invalid(absl::string_view what) {
 
 }  // namespace
 
-absl::Status ValidateForwardBatchTokens(const ForwardBatch& b,
-                                        int32_t vocab_size,
-                                        int64_t capacity_slots) {
+absl::Status ValidateForwardBatch(const ForwardBatch& b, int32_t vocab_size,
+                                  int64_t capacity_slots, int32_t page_size) {
   const int64_t num_tokens = static_cast<int64_t>(b.input_ids.size());
   if (num_tokens == 0) return Invalid("no tokens");
   if (b.qo_indptr.size() < 2) return Invalid("qo_indptr needs B+1 >= 2");
@@ -82,6 +81,16 @@ absl::Status ValidateForwardBatchTokens(const ForwardBatch& b,
     }
     if (b.positions[t] < 0) {
       return Invalid(absl::StrCat("negative position ", b.positions[t]));
+    }
+  }
+  const int64_t num_pages = capacity_slots / page_size;
+  for (const PageCopy& op : b.copy_ops) {
+    if (op.src_page < 0 || op.src_page >= num_pages || op.dst_page < 0 ||
+        op.dst_page >= num_pages || op.num_tokens < 0 ||
+        op.num_tokens > page_size) {
+      return Invalid(absl::StrCat("copy op ", op.src_page, " -> ", op.dst_page,
+                                  " (", op.num_tokens,
+                                  " tokens) out of range"));
     }
   }
   return absl::OkStatus();

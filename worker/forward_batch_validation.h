@@ -20,13 +20,14 @@ namespace radixkv::worker {
 // mode one new token per sequence whose slot is the sequence's last
 // kv_indices entry; every kv_indices and out_cache_loc slot in
 // [0, capacity_slots), every token id in [0, vocab_size), no negative
-// position. copy_ops are not checked here. Returns INVALID_ARGUMENT
+// position; every copy_ops page in [0, capacity_slots / page_size) and its
+// num_tokens in [0, page_size]. Returns INVALID_ARGUMENT
 // ("ForwardBatch: ...") naming the first violation; kv_indices is only
 // indexed once kv_indptr is known to run non-decreasing from 0 to
 // kv_indices.size().
-absl::Status ValidateForwardBatchTokens(const ForwardBatch& batch,
-                                        int32_t vocab_size,
-                                        int64_t capacity_slots);
+absl::Status ValidateForwardBatch(const ForwardBatch& batch,
+                                  int32_t vocab_size, int64_t capacity_slots,
+                                  int32_t page_size);
 
 }  // namespace radixkv::worker
 

@@ -10,12 +10,13 @@ namespace {
 
 constexpr int32_t kVocab = 100;
 constexpr int64_t kCapacity = 64;
+constexpr int32_t kPageSize = 16;
 
 using testing::TwoSequenceDecodeBatch;
 
-TEST(ValidateForwardBatchTokens, AcceptsConsistentDecodeAndExtend) {
+TEST(ValidateForwardBatch, AcceptsConsistentDecodeAndExtend) {
   EXPECT_TRUE(
-      ValidateForwardBatchTokens(TwoSequenceDecodeBatch(), kVocab, kCapacity)
+      ValidateForwardBatch(TwoSequenceDecodeBatch(), kVocab, kCapacity, kPageSize)
           .ok());
   ForwardBatch e;
   e.input_ids = {1, 2, 3};
@@ -24,10 +25,10 @@ TEST(ValidateForwardBatchTokens, AcceptsConsistentDecodeAndExtend) {
   e.kv_indptr = {0, 4, 4};
   e.kv_indices = {8, 9, 10, 11};
   e.out_cache_loc = {12, 13, 32};
-  EXPECT_TRUE(ValidateForwardBatchTokens(e, kVocab, kCapacity).ok());
+  EXPECT_TRUE(ValidateForwardBatch(e, kVocab, kCapacity, kPageSize).ok());
 }
 
-TEST(ValidateForwardBatchTokens, RejectsEachViolation) {
+TEST(ValidateForwardBatch, RejectsEachViolation) {
   struct Case {
     const char* what;
     void (*edit)(ForwardBatch&);
@@ -88,7 +89,7 @@ TEST(ValidateForwardBatchTokens, RejectsEachViolation) {
   for (const Case& c : cases) {
     ForwardBatch b = TwoSequenceDecodeBatch();
     c.edit(b);
-    const absl::Status s = ValidateForwardBatchTokens(b, kVocab, kCapacity);
+    const absl::Status s = ValidateForwardBatch(b, kVocab, kCapacity, kPageSize);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
         << c.what << ": " << s;
     EXPECT_NE(std::string(s.message()).find(c.message), std::string::npos)

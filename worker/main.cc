@@ -26,10 +26,12 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "model/tokenizer/load_tokenizer.h"
 #include "process/process_lifecycle.h"
+#include "process/server_flags.h"
 #include "prometheus/registry.h"
 #include "spdlog/spdlog.h"
 #include "worker/cache_client.h"
 #include "worker/cpu/cpu_model_executor.h"
+#include "worker/kv_flag_parsing.h"
 #include "worker/scheduler.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
@@ -37,8 +39,10 @@
 #include "worker/gpu/gpu_model_executor.h"
 #endif
 
-ABSL_FLAG(int, grpc_port, 50061, "gRPC port (also serves grpc.health.v1).");
-ABSL_FLAG(int, metrics_port, 9102, "Prometheus /metrics port; 0 = disabled.");
+RADIXKV_DEFINE_SERVER_FLAGS(
+    50061, 9102, 30,
+    "On SIGTERM: seconds running requests may take to finish before they are "
+    "aborted; in [0, 3600].");
 ABSL_FLAG(std::string, worker_id, "",
           "Worker id registered with the cache service (1..128 bytes, e.g. "
           "the pod name); empty = <hostname>-<grpc port>.");
@@ -87,9 +91,6 @@ ABSL_FLAG(int, decode_partition_size, 0,
 ABSL_FLAG(int, threads, 2, "CPU threads for GEMMs and attention.");
 ABSL_FLAG(int, cache_rpc_timeout_ms, 5000,
           "Deadline of each cache service RPC, ms.");
-ABSL_FLAG(int, drain_timeout_s, 30,
-          "On SIGTERM: seconds running requests may take to finish before "
-          "they are aborted.");
 
 namespace {
 
@@ -97,83 +98,26 @@ namespace process = radixkv::process;
 namespace worker = radixkv::worker;
 namespace model = radixkv::model;
 
-absl::Status ValidatePort(const char* name, int port) {
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " must be in [0, 65535], got ", port));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateHostPort(const char* name, const std::string& value) {
-  if (value.empty()) return absl::OkStatus();
-  const size_t colon = value.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 1 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " must be host:port, got '", value, "'"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<worker::KvLayout> ParseLayout(const std::string& s) {
-  if (s == "bshd") return worker::KvLayout::kBSHD;
-  if (s == "bhsd") return worker::KvLayout::kBHSD;
-  if (s == "vllm") return worker::KvLayout::kVllm;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--kv_layout must be bshd, bhsd or vllm, got '", s, "'"));
-}
-
-absl::StatusOr<worker::DType> ParseDType(const std::string& s) {
-  if (s == "f32") return worker::DType::kF32;
-  if (s == "bf16") return worker::DType::kBF16;
-  if (s == "f16") return worker::DType::kF16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--kv_dtype must be f32, bf16 or f16, got '", s, "'"));
-}
-
-absl::Status ValidateFlags() {
-  if (auto s = ValidatePort("grpc_port", absl::GetFlag(FLAGS_grpc_port));
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = ValidatePort("metrics_port", absl::GetFlag(FLAGS_metrics_port));
-      !s.ok()) {
-    return s;
-  }
-  if (absl::GetFlag(FLAGS_worker_id).size() > 128) {
-    return absl::InvalidArgumentError("--worker_id must be <= 128 bytes");
-  }
-  if (auto s = ValidateHostPort("advertise_address",
-                                absl::GetFlag(FLAGS_advertise_address));
-      !s.ok()) {
-    return s;
-  }
-  if (auto s =
-          ValidateHostPort("cache_service", absl::GetFlag(FLAGS_cache_service));
-      !s.ok()) {
-    return s;
-  }
-  if (absl::GetFlag(FLAGS_model_dir).empty()) {
-    return absl::InvalidArgumentError("--model_dir must not be empty");
-  }
+absl::Status ValidateDevice() {
+  const std::string device = absl::GetFlag(FLAGS_device);
 #if defined(RADIXKV_WITH_GPU_BACKEND)
-  if (absl::GetFlag(FLAGS_device) != "cpu" &&
-      absl::GetFlag(FLAGS_device) != "gpu") {
+  if (device != "cpu" && device != "gpu") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--device must be cpu or gpu, got '",
-                     absl::GetFlag(FLAGS_device), "'"));
+        absl::StrCat("--device must be cpu or gpu, got '", device, "'"));
   }
 #else
-  if (absl::GetFlag(FLAGS_device) != "cpu") {
+  if (device != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("--device must be cpu (this build has no GPU backend), "
                      "got '",
-                     absl::GetFlag(FLAGS_device), "'"));
+                     device, "'"));
   }
 #endif
+  return absl::OkStatus();
+}
+
+// The KV pool size: --kv_capacity_tokens or --kv_memory_bytes, --page_size.
+absl::Status ValidateKvPoolFlags() {
   const int page_size = absl::GetFlag(FLAGS_page_size);
   if (page_size != 1 && page_size != 8 && page_size != 16 && page_size != 32 &&
       page_size != 64 && page_size != 128) {
@@ -194,40 +138,44 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError(
         "--kv_capacity_tokens must be >= --page_size");
   }
-  if (auto s = ParseLayout(absl::GetFlag(FLAGS_kv_layout)); !s.ok()) {
+  if (auto s = worker::ParseKvLayout(absl::GetFlag(FLAGS_kv_layout)); !s.ok()) {
     return s.status();
   }
-  if (auto s = ParseDType(absl::GetFlag(FLAGS_kv_dtype)); !s.ok()) {
-    return s.status();
-  }
-  struct Bound {
-    const char* name;
-    int value;
-    int lo;
-    int hi;
-  };
-  for (const Bound& b : {
-           Bound{"max_running_requests",
-                 absl::GetFlag(FLAGS_max_running_requests), 1, 4096},
-           Bound{"max_waiting_requests",
-                 absl::GetFlag(FLAGS_max_waiting_requests), 0, 1 << 20},
-           Bound{"max_prefill_tokens", absl::GetFlag(FLAGS_max_prefill_tokens),
-                 1, 1 << 20},
-           Bound{"grow_tokens", absl::GetFlag(FLAGS_grow_tokens), 0, 65536},
-           Bound{"decode_partition_size",
-                 absl::GetFlag(FLAGS_decode_partition_size), 0, 1 << 20},
-           Bound{"threads", absl::GetFlag(FLAGS_threads), 1, 1024},
-           Bound{"cache_rpc_timeout_ms",
-                 absl::GetFlag(FLAGS_cache_rpc_timeout_ms), 1, 600000},
-           Bound{"drain_timeout_s", absl::GetFlag(FLAGS_drain_timeout_s), 0,
-                 3600},
+  return worker::ParseKvDType(absl::GetFlag(FLAGS_kv_dtype)).status();
+}
+
+absl::Status ValidateFlags() {
+  for (absl::Status s : {
+           process::ValidateServerFlags(process::GetServerFlags()),
+           absl::GetFlag(FLAGS_worker_id).size() > 128
+               ? absl::InvalidArgumentError("--worker_id must be <= 128 bytes")
+               : absl::OkStatus(),
+           process::CheckHostPortFlag("advertise_address",
+                                      absl::GetFlag(FLAGS_advertise_address)),
+           process::CheckHostPortFlag("cache_service",
+                                      absl::GetFlag(FLAGS_cache_service)),
+           absl::GetFlag(FLAGS_model_dir).empty()
+               ? absl::InvalidArgumentError("--model_dir must not be empty")
+               : absl::OkStatus(),
+           ValidateDevice(),
+           ValidateKvPoolFlags(),
        }) {
-    if (b.value < b.lo || b.value > b.hi) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", b.name, " must be in [", b.lo, ", ", b.hi, "], got ", b.value));
-    }
+    if (!s.ok()) return s;
   }
-  return absl::OkStatus();
+  return process::CheckFlagRanges({
+      {"max_running_requests", absl::GetFlag(FLAGS_max_running_requests), 1,
+       4096},
+      {"max_waiting_requests", absl::GetFlag(FLAGS_max_waiting_requests), 0,
+       1 << 20},
+      {"max_prefill_tokens", absl::GetFlag(FLAGS_max_prefill_tokens), 1,
+       1 << 20},
+      {"grow_tokens", absl::GetFlag(FLAGS_grow_tokens), 0, 65536},
+      {"decode_partition_size", absl::GetFlag(FLAGS_decode_partition_size), 0,
+       1 << 20},
+      {"threads", absl::GetFlag(FLAGS_threads), 1, 1024},
+      {"cache_rpc_timeout_ms", absl::GetFlag(FLAGS_cache_rpc_timeout_ms), 1,
+       600000},
+  });
 }
 
 // Resolves --model_dir: absolute, relative to the working directory, or in
@@ -259,23 +207,9 @@ std::string Basename(std::string path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  process::InitProcess(argc, argv,
-                       "radixkv worker: paged KV pool, model executor and "
-                       "continuous batching on one device.");
-  absl::Status valid = ValidateFlags();
-  if (process::CheckFlagsOnly() || !valid.ok()) {
-    return process::FinishCheckFlags(valid);
-  }
-  auto metrics =
-      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
-  if (!metrics.ok()) return 1;
-  worker::WorkerMetrics worker_metrics(*(*metrics)->registry());
-
-  // The model and its KV pool.
-  const std::string model_dir = ResolveModelDir(absl::GetFlag(FLAGS_model_dir));
+// The model and its KV pool on --device.
+absl::StatusOr<std::unique_ptr<worker::ModelExecutor>> CreateExecutor(
+    const std::string& model_dir) {
   worker::CpuModelExecutorOptions executor_options;
   executor_options.model_dir = model_dir;
   executor_options.page_size = absl::GetFlag(FLAGS_page_size);
@@ -283,12 +217,13 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_kv_memory_bytes) > 0) {
     executor_options.kv_budget_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
   }
-  executor_options.kv_layout = *ParseLayout(absl::GetFlag(FLAGS_kv_layout));
-  executor_options.kv_dtype = *ParseDType(absl::GetFlag(FLAGS_kv_dtype));
+  executor_options.kv_layout =
+      *worker::ParseKvLayout(absl::GetFlag(FLAGS_kv_layout));
+  executor_options.kv_dtype =
+      *worker::ParseKvDType(absl::GetFlag(FLAGS_kv_dtype));
   executor_options.num_threads = absl::GetFlag(FLAGS_threads);
   executor_options.decode_partition_size =
       absl::GetFlag(FLAGS_decode_partition_size);
-  absl::StatusOr<std::unique_ptr<worker::ModelExecutor>> executor;
 #if defined(RADIXKV_WITH_GPU_BACKEND)
   if (absl::GetFlag(FLAGS_device) == "gpu") {
     worker::GpuModelExecutorOptions gpu_options;
@@ -308,36 +243,107 @@ int main(int argc, char** argv) {
       gpu_options.decode_partition_size =
           absl::GetFlag(FLAGS_decode_partition_size);
     }
-    executor = worker::GpuModelExecutor::Create(gpu_options);
+    return worker::GpuModelExecutor::Create(gpu_options);
   }
 #endif
-  if (absl::GetFlag(FLAGS_device) == "cpu") {
-    executor = worker::CpuModelExecutor::Create(executor_options);
+  return worker::CpuModelExecutor::Create(executor_options);
+}
+
+// The tokenizer as the router loads it (tokenizer.json, else
+// tokenizer.model): nullopt (token-id prompts only) for a checkpoint without
+// one; an error for one whose tokenizer does not load.
+absl::StatusOr<std::optional<model::LoadedTokenizer>> LoadCheckpointTokenizer(
+    const std::string& model_dir) {
+  absl::StatusOr<model::LoadedTokenizer> loaded =
+      model::LoadTokenizer(model_dir);
+  if (absl::IsNotFound(loaded.status())) {
+    spdlog::warn("no tokenizer ({}): only token-id prompts are accepted",
+                 loaded.status().ToString());
+    return std::nullopt;
   }
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat("cannot load the tokenizer of ",
+                                     model_dir, ": ",
+                                     loaded.status().message()));
+  }
+  spdlog::info("tokenizer {}: vocab {}, eos ids {}", loaded->path,
+               loaded->tokenizer->vocab_size(),
+               absl::StrJoin(loaded->files.eos_token_ids, ","));
+  return std::optional<model::LoadedTokenizer>(*std::move(loaded));
+}
+
+// The cache service client of --cache_service; null when the flag is empty
+// (health only, every Generate UNAVAILABLE).
+absl::StatusOr<std::unique_ptr<worker::KvCacheClient>> ConnectCacheService() {
+  const std::string cache_address = absl::GetFlag(FLAGS_cache_service);
+  if (cache_address.empty()) {
+    spdlog::warn(
+        "no --cache_service: serving health only; Generate answers "
+        "UNAVAILABLE");
+    return nullptr;
+  }
+  auto client = worker::GrpcKvCacheClient::Create(
+      cache_address,
+      absl::Milliseconds(absl::GetFlag(FLAGS_cache_rpc_timeout_ms)));
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<worker::KvCacheClient>(*std::move(client));
+}
+
+// The scheduler's options for a worker bound to gRPC `port` and metrics
+// `metrics_port` (0 = none): the registered id and addresses default from
+// the host name and the bound ports.
+worker::SchedulerOptions SchedulerOptionsFromFlags(
+    int port, int metrics_port, const std::string& model_name) {
+  worker::SchedulerOptions options;
+  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (options.worker_id.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    options.worker_id = absl::StrCat(host, "-", port);
+  }
+  options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
+  if (options.advertise_address.empty()) {
+    options.advertise_address = absl::StrCat("127.0.0.1:", port);
+  }
+  if (metrics_port > 0) {
+    const size_t colon = options.advertise_address.rfind(':');
+    options.metrics_address = absl::StrCat(
+        options.advertise_address.substr(0, colon), ":", metrics_port);
+  }
+  options.model_name = model_name;
+  options.max_running_requests = absl::GetFlag(FLAGS_max_running_requests);
+  options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
+  options.max_prefill_tokens = absl::GetFlag(FLAGS_max_prefill_tokens);
+  options.grow_tokens = absl::GetFlag(FLAGS_grow_tokens);
+  options.max_new_tokens_limit = 65536;
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  process::InitProcess(argc, argv,
+                       "radixkv worker: paged KV pool, model executor and "
+                       "continuous batching on one device.");
+  absl::Status valid = ValidateFlags();
+  if (process::CheckFlagsOnly() || !valid.ok()) {
+    return process::FinishCheckFlags(valid);
+  }
+  auto metrics =
+      process::MetricsEndpoint::StartOnPort(absl::GetFlag(FLAGS_metrics_port));
+  if (!metrics.ok()) return 1;
+  worker::WorkerMetrics worker_metrics(*(*metrics)->registry());
+
+  const std::string model_dir = ResolveModelDir(absl::GetFlag(FLAGS_model_dir));
+  auto executor = CreateExecutor(model_dir);
   if (!executor.ok()) {
     spdlog::critical("cannot load the model from {}: {}", model_dir,
                      executor.status().ToString());
     return 1;
   }
-  // The tokenizer as the router loads it (tokenizer.json, else
-  // tokenizer.model); a checkpoint without one serves token-id prompts, one
-  // whose tokenizer does not load is refused.
-  std::optional<model::LoadedTokenizer> tokenizer;
-  if (absl::StatusOr<model::LoadedTokenizer> loaded =
-          model::LoadTokenizer(model_dir);
-      loaded.ok()) {
-    spdlog::info("tokenizer {}: vocab {}, eos ids {}", loaded->path,
-                 loaded->tokenizer->vocab_size(),
-                 absl::StrJoin(loaded->files.eos_token_ids, ","));
-    tokenizer = *std::move(loaded);
-  } else if (absl::IsNotFound(loaded.status())) {
-    spdlog::warn("no tokenizer ({}): only token-id prompts are accepted",
-                 loaded.status().ToString());
-  } else {
-    spdlog::critical("cannot load the tokenizer of {}: {}", model_dir,
-                     loaded.status().ToString());
-    return 1;
-  }
+  auto tokenizer = LoadCheckpointTokenizer(model_dir);
+  if (!tokenizer.ok()) return process::StartupFailure(tokenizer.status());
   const std::string model_name = absl::GetFlag(FLAGS_model_name).empty()
                                      ? Basename(model_dir)
                                      : absl::GetFlag(FLAGS_model_name);
@@ -356,65 +362,25 @@ int main(int argc, char** argv) {
   worker::WorkerServiceImpl service;
   auto server = process::GrpcServer::Start(
       process::ListenAddress(absl::GetFlag(FLAGS_grpc_port)), {&service});
-  if (!server.ok()) {
-    spdlog::critical("{}", server.status().ToString());
-    return 1;
-  }
+  if (!server.ok()) return process::StartupFailure(server.status());
   const int port = (*server)->port();
   // Not ready until the scheduler is wired in (the Worker service answers
   // UNAVAILABLE until then).
   grpc::HealthCheckServiceInterface* health =
       (*server)->server()->GetHealthCheckService();
   if (health != nullptr) health->SetServingStatus(false);
+  auto cache = ConnectCacheService();
+  if (!cache.ok()) return process::StartupFailure(cache.status());
 
-  std::unique_ptr<worker::KvCacheClient> cache;
-  const std::string cache_address = absl::GetFlag(FLAGS_cache_service);
-  if (cache_address.empty()) {
-    spdlog::warn(
-        "no --cache_service: serving health only; Generate answers "
-        "UNAVAILABLE");
-  } else {
-    auto client = worker::GrpcKvCacheClient::Create(
-        cache_address,
-        absl::Milliseconds(absl::GetFlag(FLAGS_cache_rpc_timeout_ms)));
-    if (!client.ok()) {
-      spdlog::critical("{}", client.status().ToString());
-      return 1;
-    }
-    cache = *std::move(client);
-  }
-
-  worker::SchedulerOptions options;
-  options.worker_id = absl::GetFlag(FLAGS_worker_id);
-  if (options.worker_id.empty()) {
-    char host[256] = {0};
-    ::gethostname(host, sizeof(host) - 1);
-    options.worker_id = absl::StrCat(host, "-", port);
-  }
-  options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
-  if (options.advertise_address.empty()) {
-    options.advertise_address = absl::StrCat("127.0.0.1:", port);
-  }
-  if ((*metrics)->port() > 0) {
-    const size_t colon = options.advertise_address.rfind(':');
-    options.metrics_address = absl::StrCat(
-        options.advertise_address.substr(0, colon), ":", (*metrics)->port());
-  }
-  options.model_name = model_name;
-  options.max_running_requests = absl::GetFlag(FLAGS_max_running_requests);
-  options.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
-  options.max_prefill_tokens = absl::GetFlag(FLAGS_max_prefill_tokens);
-  options.grow_tokens = absl::GetFlag(FLAGS_grow_tokens);
-  options.max_new_tokens_limit = 65536;
+  const worker::SchedulerOptions options =
+      SchedulerOptionsFromFlags(port, (*metrics)->port(), model_name);
   auto scheduler = worker::Scheduler::Create(
-      options, executor->get(), cache.get(),
-      tokenizer.has_value() ? &*tokenizer : nullptr, &worker_metrics);
-  if (!scheduler.ok()) {
-    spdlog::critical("{}", scheduler.status().ToString());
-    return 1;
-  }
+      options, executor->get(), cache->get(),
+      tokenizer->has_value() ? &**tokenizer : nullptr, &worker_metrics);
+  if (!scheduler.ok()) return process::StartupFailure(scheduler.status());
   service.set_scheduler(scheduler->get());
   if (health != nullptr) health->SetServingStatus(true);
+  const std::string cache_address = absl::GetFlag(FLAGS_cache_service);
   spdlog::info(
       "worker {} serving gRPC on port {} (advertised as {}; health: "
       "grpc.health.v1), cache service: {}",

@@ -17,7 +17,7 @@ if [[ -n "${TEST_SRCDIR:-}" ]]; then
 else
   root="$(cd "$(dirname "$0")/../.." && pwd)"
   bin="${RADIXKV_BIN_DIR:-$root/bazel-bin}"
-  export RUNFILES_DIR="${RUNFILES_DIR:-$bin/router/workload_runner.runfiles}"
+  export RUNFILES_DIR="${RUNFILES_DIR:-$bin/tools/workload/workload_runner.runfiles}"
 fi
 node_check="${root}/deploy/checks/run_node_check.sh"
 model="${root}/models/radixkv-demo-llama"
@@ -151,7 +151,7 @@ echo "== workload: multi-turn, bounded, in two runs"
 # Two runs a few scrapes apart: series that the first run creates (labelled
 # counters) get increments in the second, so rate() sees them grow.
 for seed in 1 2; do
-  timeout 120 "$bin/router/workload_runner" --router="127.0.0.1:$router_grpc" \
+  timeout 120 "$bin/tools/workload/workload_runner" --router="127.0.0.1:$router_grpc" \
     --router_metrics="127.0.0.1:$router_metrics" --model_dir="$model" \
     --workloads=multi-turn --configs=cache_aware --seed="$seed" \
     --mt_conversations=4 --mt_rounds=3 --mt_system_tokens=96 --mt_user_tokens=24 \

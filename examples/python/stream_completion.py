@@ -2,7 +2,7 @@
 """Streams a completion from a radixkv router (Debian python3-grpcio).
 
 Usage (from the repository root, with a cluster running, e.g.
-`bazel-bin/router/local_cluster --serve --base_port=50100`, whose router
+`bazel-bin/tools/local_cluster/local_cluster --serve --base_port=50100`, whose router
 listens on 127.0.0.1:50102; without --base_port it prints the port it
 picked):
 

@@ -10,5 +10,5 @@ command -v node >/dev/null ||
 source "${root}/scripts/node_modules_dir.sh"
 NODE_PATH="$(node_modules_dir "${root}/tests/openai_sdk")"
 export NODE_PATH
-export RADIXKV_LOCAL_CLUSTER="${root}/router/local_cluster"
+export RADIXKV_LOCAL_CLUSTER="${root}/tools/local_cluster/local_cluster"
 exec node --test "${root}/tests/openai_sdk/openai_sdk_test.cjs"

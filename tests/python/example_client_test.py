@@ -1,6 +1,6 @@
 """The Python example client (examples/python/stream_completion.py) streams
 completions from a live local cluster started by the C++ launcher
-(router/local_cluster --serve: redis-server, cache service, two CPU workers,
+(tools/local_cluster/local_cluster --serve: redis-server, cache service, two CPU workers,
 router); the second identical prompt reuses the cached prefix; the launcher
 stops everything on SIGTERM."""
 
@@ -22,7 +22,7 @@ import radixkv_stubs  # noqa: E402
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
 STUBS = radixkv_stubs.generate(os.path.join(ROOT, "proto"))
 EXAMPLE = os.path.join(ROOT, "examples/python/stream_completion.py")
-LAUNCHER = os.path.join(ROOT, "router/local_cluster")
+LAUNCHER = os.path.join(ROOT, "tools/local_cluster/local_cluster")
 
 
 def load_example():

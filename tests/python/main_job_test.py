@@ -1,5 +1,5 @@
 """The main job end to end at a small size: the C++ launcher
-(router/local_cluster) starts redis-server, the cache service, two CPU
+(tools/local_cluster/local_cluster) starts redis-server, the cache service, two CPU
 workers and the router, runs the workload runner on all three workloads with
 the cache on and off, prints the report and stops everything; the JSON
 summary holds the expected request counts, no errors, no reuse with the
@@ -15,7 +15,7 @@ import time
 import unittest
 
 ROOT = os.environ.get("RADIXKV_REPO_ROOT", os.getcwd())
-LAUNCHER = os.path.join(ROOT, "router/local_cluster")
+LAUNCHER = os.path.join(ROOT, "tools/local_cluster/local_cluster")
 
 
 class MainJobTest(unittest.TestCase):

@@ -24,7 +24,7 @@
 #include "grpcpp/grpcpp.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 
 ABSL_FLAG(int, n, 8, "Samples of the prompt.");
 ABSL_FLAG(int, prompt_tokens, 1792,
@@ -138,7 +138,7 @@ Run Measure(const std::string& mode, const radixkv::router::LocalCluster& c,
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   radixkv::router::LocalClusterOptions options;
-  // bazel run: the runfiles tree (//router:local_cluster's binaries).
+  // bazel run: the runfiles tree (//tools/local_cluster's binaries).
   options.bin_dir = ".";
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.run_dir = absl::StrCat("/tmp/fork_memory_benchmark.", getpid());

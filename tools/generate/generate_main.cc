@@ -21,6 +21,7 @@
 #include "model/tokenizer/incremental_detokenizer.h"
 #include "model/tokenizer/load_tokenizer.h"
 #include "worker/cpu/cpu_model_executor.h"
+#include "worker/kv_flag_parsing.h"
 #include "worker/offline_generation.h"
 #include "worker/output_processor.h"
 #include "worker/sampler.h"
@@ -80,15 +81,14 @@ int Main() {
   CpuModelExecutorOptions options;
   options.model_dir = model_dir;
   options.num_threads = absl::GetFlag(FLAGS_threads);
-  const std::string dtype = absl::GetFlag(FLAGS_kv_dtype);
-  if (dtype == "bf16") {
-    options.kv_dtype = DType::kBF16;
-  } else if (dtype == "f16") {
-    options.kv_dtype = DType::kF16;
-  } else if (dtype != "f32") {
-    std::fprintf(stderr, "error: --kv_dtype must be f32, bf16 or f16\n");
+  const absl::StatusOr<DType> dtype =
+      ParseKvDType(absl::GetFlag(FLAGS_kv_dtype));
+  if (!dtype.ok()) {
+    std::fprintf(stderr, "error: %s\n",
+                 std::string(dtype.status().message()).c_str());
     return 2;
   }
+  options.kv_dtype = *dtype;
   absl::StatusOr<model::LoadedTokenizer> tokenizer =
       model::LoadTokenizer(model_dir);
   if (!tokenizer.ok()) {

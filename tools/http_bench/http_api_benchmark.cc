@@ -29,7 +29,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "radixkv/v1/router.grpc.pb.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/generate_burst.h"
 #include "tools/http_bench/sse_burst.h"
 

@@ -29,7 +29,7 @@
 #include "grpcpp/grpcpp.h"
 #include "radixkv/v1/cache_service.grpc.pb.h"
 #include "radixkv/v1/router.grpc.pb.h"
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 #include "tests/generate_burst.h"
 
 ABSL_FLAG(int, burst_factor, 10, "Burst size, times the admitted capacity.");

@@ -214,8 +214,9 @@ void CpuModelExecutor::ComputeRope(const std::vector<int32_t>& positions) {
 absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
                                        std::vector<float>* logits) {
   if (logits == nullptr) return absl::InvalidArgumentError("logits is null");
-  if (absl::Status s = ValidateForwardBatchTokens(batch, config_.vocab_size,
-                                                  pool_->capacity_slots());
+  if (absl::Status s =
+          ValidateForwardBatch(batch, config_.vocab_size,
+                               pool_->capacity_slots(), pool_->page_size());
       !s.ok()) {
     return s;
   }

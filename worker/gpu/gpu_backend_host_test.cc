@@ -11,6 +11,7 @@
 #include "model/safetensors_reader.h"
 #include "model/tokenizer/load_tokenizer.h"
 #include "worker/forward_batch_examples.h"
+#include "worker/forward_batch_validation.h"
 #include "worker/gpu/gpu_model_executor.h"
 
 namespace radixkv::worker {

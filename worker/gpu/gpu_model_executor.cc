@@ -104,22 +104,6 @@ class OwnedStream {
 
 }  // namespace
 
-absl::Status ValidateForwardBatch(const ForwardBatch& b, int32_t vocab_size,
-                                  int64_t capacity, int32_t page_size) {
-  RADIXKV_RETURN_IF_ERROR(ValidateForwardBatchTokens(b, vocab_size, capacity));
-  const int64_t num_pages = capacity / page_size;
-  for (const PageCopy& op : b.copy_ops) {
-    if (op.src_page < 0 || op.src_page >= num_pages || op.dst_page < 0 ||
-        op.dst_page >= num_pages || op.num_tokens < 0 ||
-        op.num_tokens > page_size) {
-      return Invalid(absl::StrCat("copy op ", op.src_page, " -> ", op.dst_page,
-                                  " (", op.num_tokens,
-                                  " tokens) out of range"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Members in destruction order last to first: graphs, then the BLAS handle,
 // then device and pinned memory, then the stream.
 struct GpuModelExecutor::Impl {

@@ -199,11 +199,6 @@ class GpuModelExecutor final : public ModelExecutor {
   std::unique_ptr<Impl> impl_;
 };
 
-// Validates a ForwardBatch against a model and pool (the rules of
-// ModelExecutor::Forward). INVALID_ARGUMENT naming the first violation.
-absl::Status ValidateForwardBatch(const ForwardBatch& batch, int32_t vocab_size,
-                                  int64_t capacity_slots, int32_t page_size);
-
 }  // namespace radixkv::worker
 
 #endif  // RADIXKV_WORKER_GPU_GPU_MODEL_EXECUTOR_H_

@@ -6,7 +6,8 @@
 #                      make_random_checkpoint, greedy_text_client, and the
 #                      cluster layout
 #                      cache_service/ worker/ (= //worker/gpu:worker_gpu)
-#                      router/ (router, workload_runner, local_cluster)
+#                      router/router, tools/workload/workload_runner,
+#                      tools/local_cluster/local_cluster
 #   .gpu-run/lib.tar.xz  Debian shared libraries the binaries need
 #   .gpu-run/bin.tar.xz  the binaries of bin/, xz-compressed
 #   .gpu-run/shared/golden  copy of shared/golden
@@ -83,7 +84,7 @@ if [[ "${STEPS}" == *,e2e,* ]]; then
   # host; the outputs must be identical.
   for dev in cpu gpu; do
     rm -rf "/tmp/cmp-${dev}" && mkdir -p "/tmp/cmp-${dev}"
-    "${B}/router/local_cluster" --bin_dir="${B}" --run_dir="/tmp/cmp-${dev}" \
+    "${B}/tools/local_cluster/local_cluster" --bin_dir="${B}" --run_dir="/tmp/cmp-${dev}" \
       --model_dir=models/radixkv-demo-llama --num_workers=1 --redis=false \
       --worker_threads=4 --kv_capacity_tokens=65536 --serve \
       --ready_file="/tmp/cmp-${dev}/ready" \
@@ -110,7 +111,7 @@ if [[ "${STEPS}" == *,e2e,* ]]; then
   fi
   # cache service + router + one GPU worker (fp32, embedded demo model) on
   # loopback, bounded multi-turn + shared-prefix workloads.
-  timeout "${E2E_TIMEOUT:-150}" "${B}/router/local_cluster" --bin_dir="${B}" \
+  timeout "${E2E_TIMEOUT:-150}" "${B}/tools/local_cluster/local_cluster" --bin_dir="${B}" \
     --run_dir=/tmp/e2e-run --model_dir=models/radixkv-demo-llama \
     --num_workers=1 --redis=false --worker_nice=0 --kv_capacity_tokens=65536 \
     --worker_args="--device=gpu --kv_dtype=f32 --max_running_requests=64" \

@@ -11,16 +11,19 @@ SHARED="${2:-../shared}"
 bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test \
   //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
   //worker/gpu:greedy_text_client \
-  //router:router //router:workload_runner //router:local_cluster \
+  //router:router //tools/workload:workload_runner //tools/local_cluster \
   //cache_service:cache_service //model/tokenizer:libradixkv_sentencepiece.so
 rm -rf "${R}"
-mkdir -p "${R}"/bin/{worker,router,cache_service} "${R}/lib" "${R}/shared"
+mkdir -p "${R}"/bin/{worker,router,cache_service,tools/workload,tools/local_cluster} \
+  "${R}/lib" "${R}/shared"
 cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
 cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
-cp bazel-bin/router/{router,workload_runner,local_cluster} "${R}/bin/router/"
+cp bazel-bin/router/router "${R}/bin/router/"
+cp bazel-bin/tools/workload/workload_runner "${R}/bin/tools/workload/"
+cp bazel-bin/tools/local_cluster/local_cluster "${R}/bin/tools/local_cluster/"
 cp bazel-bin/cache_service/cache_service "${R}/bin/cache_service/"
 # The tokenizer plug-in is found next to each executable.
-for d in worker router; do
+for d in worker router tools/workload tools/local_cluster; do
   cp bazel-bin/model/tokenizer/libradixkv_sentencepiece.so "${R}/bin/${d}/"
 done
 cp bazel-bin/model/tokenizer/libradixkv_sentencepiece.so "${R}/bin/"

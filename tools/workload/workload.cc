@@ -1,4 +1,4 @@
-#include "router/workload.h"
+#include "tools/workload/workload.h"
 
 #include <algorithm>
 #include <random>

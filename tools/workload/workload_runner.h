@@ -6,8 +6,8 @@
 // the router's routing latency (from its /metrics histogram). Runs can be
 // repeated per placement policy and with the prefix cache disabled, and are
 // reported side by side (FormatComparison), as CSV and as JSON.
-#ifndef RADIXKV_ROUTER_WORKLOAD_RUNNER_H_
-#define RADIXKV_ROUTER_WORKLOAD_RUNNER_H_
+#ifndef RADIXKV_TOOLS_WORKLOAD_WORKLOAD_RUNNER_H_
+#define RADIXKV_TOOLS_WORKLOAD_WORKLOAD_RUNNER_H_
 
 #include <cstdint>
 #include <map>
@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "router/workload.h"
+#include "tools/workload/workload.h"
 
 namespace radixkv::router {
 
@@ -152,4 +152,4 @@ void MergeRoutingLatencyBuckets(const std::map<double, double>& add,
 
 }  // namespace radixkv::router
 
-#endif  // RADIXKV_ROUTER_WORKLOAD_RUNNER_H_
+#endif  // RADIXKV_TOOLS_WORKLOAD_WORKLOAD_RUNNER_H_

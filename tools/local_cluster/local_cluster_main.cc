@@ -27,8 +27,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "process/process_lifecycle.h"
-#include "router/local_cluster.h"
 #include "spdlog/spdlog.h"
+#include "tools/local_cluster/local_cluster.h"
 
 ABSL_DECLARE_FLAG(std::string, log_level);
 
@@ -115,7 +115,7 @@ std::string FindModelDir() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n > 0) {
-    // bazel-bin/router/local_cluster.runfiles/radixkv/models/...
+    // bazel-bin/tools/local_cluster/local_cluster.runfiles/radixkv/models/...
     candidates.push_back(
         absl::StrCat(std::string(buf, n), ".runfiles/radixkv/", rel));
   }
@@ -144,6 +144,208 @@ int64_t CountLogLines(const std::string& path, const std::string& needle) {
 std::atomic<bool> g_interrupted{false};
 std::atomic<pid_t> g_runner_pid{-1};
 
+// Ctrl-C / SIGTERM: stop the workload runner; main then stops the cluster.
+// A second one while stopping exits at once; every child dies with us
+// (PR_SET_PDEATHSIG = SIGKILL, set when it was started). Returns when
+// process::RequestShutdown() is called.
+void WatchSignals() {
+  int sig = process::WaitForShutdownSignal();
+  if (sig == 0) return;  // normal end
+  g_interrupted = true;
+  std::fprintf(stderr,
+               "\nradixkv: signal %d, stopping everything... (again to "
+               "kill everything at once)\n",
+               sig);
+  if (pid_t p = g_runner_pid.load(); p > 0) ::kill(p, SIGTERM);
+  sig = process::WaitForShutdownSignal();
+  if (sig == 0) return;  // the stop finished first
+  std::fprintf(stderr, "radixkv: signal %d again: killing everything now\n",
+               sig);
+  std::fflush(stderr);
+  ::_exit(128 + sig);
+}
+
+// Children (router, workers, runner) find their runfiles (the sentencepiece
+// plug-in) through this binary's merged runfiles tree.
+void ExportRunfilesDir() {
+  if (std::getenv("RUNFILES_DIR") != nullptr) return;
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return;
+  const std::string runfiles = std::string(buf, n) + ".runfiles";
+  if (std::filesystem::exists(runfiles)) {
+    ::setenv("RUNFILES_DIR", runfiles.c_str(), 1);
+  }
+}
+
+router::LocalClusterOptions ClusterOptionsFromFlags(
+    router::CpuSchedulingClass worker_sched) {
+  router::LocalClusterOptions options;
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (options.bin_dir.empty()) {
+    // bazel-bin/tools/local_cluster/local_cluster -> bazel-bin
+    options.bin_dir =
+        std::filesystem::path(SelfDir()).parent_path().parent_path();
+  }
+  options.model_dir = FindModelDir();
+  options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (options.run_dir.empty()) {
+    options.run_dir = absl::StrCat(
+        "/tmp/radixkv-run-",
+        absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()),
+        "-", getpid());
+  }
+  options.redis_server = absl::GetFlag(FLAGS_redis_server);
+  options.use_redis = absl::GetFlag(FLAGS_redis);
+  options.num_workers = absl::GetFlag(FLAGS_num_workers);
+  options.base_port = absl::GetFlag(FLAGS_base_port);
+  options.process_metrics = absl::GetFlag(FLAGS_process_metrics);
+  options.policy = absl::GetFlag(FLAGS_policy);
+  options.worker_priority.nice_increment = absl::GetFlag(FLAGS_worker_nice);
+  options.worker_priority.scheduling_class = worker_sched;
+  options.worker_args = SplitArgs(absl::GetFlag(FLAGS_worker_args));
+  options.worker_args.insert(
+      options.worker_args.begin(),
+      absl::StrCat("--threads=", absl::GetFlag(FLAGS_worker_threads)));
+  if (absl::GetFlag(FLAGS_kv_capacity_tokens) > 0) {
+    options.worker_args.insert(
+        options.worker_args.begin(),
+        absl::StrCat("--kv_capacity_tokens=",
+                     absl::GetFlag(FLAGS_kv_capacity_tokens)));
+  }
+  options.eviction_policy = absl::GetFlag(FLAGS_eviction_policy);
+  options.cache_service_args =
+      SplitArgs(absl::GetFlag(FLAGS_cache_service_args));
+  options.router_args = SplitArgs(absl::GetFlag(FLAGS_router_args));
+  options.cancelled = &g_interrupted;
+  return options;
+}
+
+void PrintPlan(const router::LocalClusterOptions& options) {
+  std::printf("radixkv %s: logs in %s\n",
+              absl::GetFlag(FLAGS_serve) ? "local cluster" : "main job",
+              options.run_dir.c_str());
+  std::printf("  model %s\n", options.model_dir.c_str());
+  std::printf(
+      "  %d CPU workers, %d thread(s) each, KV pool %s tokens each, CPU "
+      "scheduling %s (nice +%d)\n",
+      options.num_workers, absl::GetFlag(FLAGS_worker_threads),
+      absl::GetFlag(FLAGS_kv_capacity_tokens) > 0
+          ? std::to_string(absl::GetFlag(FLAGS_kv_capacity_tokens)).c_str()
+          : "default",
+      router::CpuSchedulingClassName(options.worker_priority.scheduling_class)
+          .c_str(),
+      absl::GetFlag(FLAGS_worker_nice));
+  std::printf("  cache service eviction policy %s\n",
+              options.eviction_policy.c_str());
+  std::fflush(stdout);
+}
+
+void PrintAddresses(router::LocalCluster& c,
+                    const router::LocalClusterOptions& options) {
+  std::printf("  redis-server   %s  (dir %s/redis)\n",
+              options.use_redis ? c.redis_address().c_str() : "off",
+              options.run_dir.c_str());
+  // " (metrics host:port)" when the process serves /metrics.
+  auto metrics_note = [](const std::string& address) {
+    return address.empty() ? std::string()
+                           : absl::StrCat(" (metrics ", address, ")");
+  };
+  std::printf("  cache_service  %s  grpc.health.v1 SERVING%s\n",
+              c.cache_service_address().c_str(),
+              metrics_note(c.cache_service_metrics_address()).c_str());
+  for (int i = 0; i < c.num_workers(); ++i) {
+    std::printf("  %-14s %s  grpc.health.v1 SERVING, registered%s\n",
+                c.worker_id(i).c_str(), c.worker_address(i).c_str(),
+                metrics_note(c.worker_metrics_address(i)).c_str());
+  }
+  std::printf("  router         %s  grpc.health.v1 SERVING (metrics %s)\n",
+              c.router_address().c_str(), c.router_metrics_address().c_str());
+  std::printf("  OpenAI API     http://%s/v1\n",
+              c.router_http_address().c_str());
+}
+
+// --serve: writes --ready_file, then reports children that die until Ctrl-C.
+void Serve(router::LocalCluster& c) {
+  const std::string ready = absl::GetFlag(FLAGS_ready_file);
+  if (!ready.empty()) {
+    // One address per line: router gRPC, cache service, router HTTP API,
+    // router /metrics, cache service /metrics ("" without
+    // --process_metrics).
+    std::ofstream(ready + ".tmp") << c.router_address() << "\n"
+                                  << c.cache_service_address() << "\n"
+                                  << c.router_http_address() << "\n"
+                                  << c.router_metrics_address() << "\n"
+                                  << c.cache_service_metrics_address() << "\n";
+    std::filesystem::rename(ready + ".tmp", ready);
+  }
+  std::printf("serving until Ctrl-C / SIGTERM\n");
+  std::fflush(stdout);
+  while (!g_interrupted) {
+    absl::SleepFor(absl::Milliseconds(100));
+    // A child that dies while serving is reported at once (the cluster keeps
+    // serving what it can until Ctrl-C).
+    for (const std::string& line : c.TakeExitedProcesses()) {
+      std::printf("radixkv: %s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+// The main job: the workload runner against the cluster, with `extra_args`
+// (the arguments after --); returns its exit code.
+int RunWorkload(router::LocalCluster& c,
+                const router::LocalClusterOptions& options,
+                const std::vector<char*>& extra_args) {
+  std::vector<std::string> argv = {
+      absl::StrCat(options.bin_dir, "/tools/workload/workload_runner"),
+      absl::StrCat("--router=", c.router_address()),
+      absl::StrCat("--cache_service=", c.cache_service_address()),
+      absl::StrCat("--router_metrics=", c.router_metrics_address()),
+      absl::StrCat("--model_dir=", options.model_dir),
+      absl::StrCat("--report_file=", options.run_dir, "/report.txt")};
+  for (size_t i = 1; i < extra_args.size(); ++i) {
+    argv.push_back(extra_args[i]);
+  }
+  auto runner = router::ChildProcess::Start("workload_runner", argv, "");
+  if (!runner.ok()) {
+    std::fprintf(stderr, "radixkv: %s\n", runner.status().ToString().c_str());
+    return 1;
+  }
+  g_runner_pid = (*runner)->pid();
+  if (g_interrupted) ::kill((*runner)->pid(), SIGTERM);
+  auto status = (*runner)->Wait(absl::InfiniteDuration());
+  g_runner_pid = -1;
+  return status.ok() && WIFEXITED(*status) ? WEXITSTATUS(*status) : 1;
+}
+
+// Stops every process and prints how each ended, plus the workers'
+// preemptions counted in their logs.
+void StopCluster(router::LocalCluster& c,
+                 const router::LocalClusterOptions& options, absl::Time t0) {
+  std::printf("stopping the cluster...\n");
+  std::fflush(stdout);
+  for (const std::string& line : c.TakeExitedProcesses()) {
+    std::printf("radixkv: %s\n", line.c_str());
+  }
+  for (const std::string& line : c.Stop()) {
+    std::printf("  %s\n", line.c_str());
+  }
+  int64_t preemptions = 0;
+  for (int i = 0; i < c.num_workers(); ++i) {
+    preemptions += CountLogLines(
+        absl::StrCat(options.run_dir, "/", c.worker_id(i), ".log"),
+        kPreemptionLogLine);
+  }
+  std::printf(
+      "worker preemptions (running requests whose KV was given back for "
+      "memory, all runs): %lld\n",
+      static_cast<long long>(preemptions));
+  std::printf("all processes stopped; logs%s in %s (%.0f s total)\n",
+              absl::GetFlag(FLAGS_serve) ? "" : " and report",
+              options.run_dir.c_str(), absl::ToDoubleSeconds(absl::Now() - t0));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,92 +365,11 @@ int main(int argc, char** argv) {
   if (process::CheckFlagsOnly() || !valid.ok()) {
     return process::FinishCheckFlags(valid);
   }
-  // Ctrl-C / SIGTERM: stop the workload runner; main then stops the cluster.
-  std::thread signals([] {
-    int sig = process::WaitForShutdownSignal();
-    if (sig == 0) return;  // normal end
-    g_interrupted = true;
-    std::fprintf(stderr,
-                 "\nradixkv: signal %d, stopping everything... (again to "
-                 "kill everything at once)\n",
-                 sig);
-    if (pid_t p = g_runner_pid.load(); p > 0) ::kill(p, SIGTERM);
-    // A second Ctrl-C / SIGTERM while stopping: exit now; every child dies
-    // with us (PR_SET_PDEATHSIG = SIGKILL, set when it was started).
-    sig = process::WaitForShutdownSignal();
-    if (sig == 0) return;  // the stop finished first
-    std::fprintf(stderr, "radixkv: signal %d again: killing everything now\n",
-                 sig);
-    std::fflush(stderr);
-    ::_exit(128 + sig);
-  });
-
-  // Children (router, workers, runner) find their runfiles (the
-  // sentencepiece plug-in) through this binary's merged runfiles tree.
-  if (std::getenv("RUNFILES_DIR") == nullptr) {
-    char buf[PATH_MAX];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n > 0) {
-      const std::string runfiles = std::string(buf, n) + ".runfiles";
-      if (std::filesystem::exists(runfiles)) {
-        ::setenv("RUNFILES_DIR", runfiles.c_str(), 1);
-      }
-    }
-  }
-
-  router::LocalClusterOptions options;
-  options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
-  if (options.bin_dir.empty()) {
-    options.bin_dir = std::filesystem::path(SelfDir()).parent_path();
-  }
-  options.model_dir = FindModelDir();
-  options.run_dir = absl::GetFlag(FLAGS_run_dir);
-  if (options.run_dir.empty()) {
-    options.run_dir = absl::StrCat(
-        "/tmp/radixkv-run-",
-        absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()),
-        "-", getpid());
-  }
-  options.redis_server = absl::GetFlag(FLAGS_redis_server);
-  options.use_redis = absl::GetFlag(FLAGS_redis);
-  options.num_workers = absl::GetFlag(FLAGS_num_workers);
-  options.base_port = absl::GetFlag(FLAGS_base_port);
-  options.process_metrics = absl::GetFlag(FLAGS_process_metrics);
-  options.policy = absl::GetFlag(FLAGS_policy);
-  options.worker_priority.nice_increment = absl::GetFlag(FLAGS_worker_nice);
-  options.worker_priority.scheduling_class = *worker_sched;
-  options.worker_args = SplitArgs(absl::GetFlag(FLAGS_worker_args));
-  options.worker_args.insert(
-      options.worker_args.begin(),
-      absl::StrCat("--threads=", absl::GetFlag(FLAGS_worker_threads)));
-  if (absl::GetFlag(FLAGS_kv_capacity_tokens) > 0) {
-    options.worker_args.insert(
-        options.worker_args.begin(),
-        absl::StrCat("--kv_capacity_tokens=",
-                     absl::GetFlag(FLAGS_kv_capacity_tokens)));
-  }
-  options.eviction_policy = absl::GetFlag(FLAGS_eviction_policy);
-  options.cache_service_args =
-      SplitArgs(absl::GetFlag(FLAGS_cache_service_args));
-  options.router_args = SplitArgs(absl::GetFlag(FLAGS_router_args));
-  options.cancelled = &g_interrupted;
-
-  std::printf("radixkv %s: logs in %s\n",
-              absl::GetFlag(FLAGS_serve) ? "local cluster" : "main job",
-              options.run_dir.c_str());
-  std::printf("  model %s\n", options.model_dir.c_str());
-  std::printf(
-      "  %d CPU workers, %d thread(s) each, KV pool %s tokens each, CPU "
-      "scheduling %s (nice +%d)\n",
-      options.num_workers, absl::GetFlag(FLAGS_worker_threads),
-      absl::GetFlag(FLAGS_kv_capacity_tokens) > 0
-          ? std::to_string(absl::GetFlag(FLAGS_kv_capacity_tokens)).c_str()
-          : "default",
-      router::CpuSchedulingClassName(*worker_sched).c_str(),
-      absl::GetFlag(FLAGS_worker_nice));
-  std::printf("  cache service eviction policy %s\n",
-              options.eviction_policy.c_str());
-  std::fflush(stdout);
+  std::thread signals(WatchSignals);
+  ExportRunfilesDir();
+  const router::LocalClusterOptions options =
+      ClusterOptionsFromFlags(*worker_sched);
+  PrintPlan(options);
   const absl::Time t0 = absl::Now();
   int exit_code = 0;
   {
@@ -259,102 +380,16 @@ int main(int argc, char** argv) {
       exit_code = 1;
     } else {
       router::LocalCluster& c = **cluster;
-      std::printf("  redis-server   %s  (dir %s/redis)\n",
-                  options.use_redis ? c.redis_address().c_str() : "off",
-                  options.run_dir.c_str());
-      // " (metrics host:port)" when the process serves /metrics.
-      auto metrics_note = [](const std::string& address) {
-        return address.empty() ? std::string()
-                               : absl::StrCat(" (metrics ", address, ")");
-      };
-      std::printf("  cache_service  %s  grpc.health.v1 SERVING%s\n",
-                  c.cache_service_address().c_str(),
-                  metrics_note(c.cache_service_metrics_address()).c_str());
-      for (int i = 0; i < c.num_workers(); ++i) {
-        std::printf("  %-14s %s  grpc.health.v1 SERVING, registered%s\n",
-                    c.worker_id(i).c_str(), c.worker_address(i).c_str(),
-                    metrics_note(c.worker_metrics_address(i)).c_str());
-      }
-      std::printf("  router         %s  grpc.health.v1 SERVING (metrics %s)\n",
-                  c.router_address().c_str(),
-                  c.router_metrics_address().c_str());
-      std::printf("  OpenAI API     http://%s/v1\n",
-                  c.router_http_address().c_str());
+      PrintAddresses(c, options);
       std::printf("cluster healthy in %.1f s\n\n",
                   absl::ToDoubleSeconds(absl::Now() - t0));
       std::fflush(stdout);
       if (absl::GetFlag(FLAGS_serve)) {
-        const std::string ready = absl::GetFlag(FLAGS_ready_file);
-        if (!ready.empty()) {
-          // One address per line: router gRPC, cache service, router HTTP
-          // API, router /metrics, cache service /metrics ("" without
-          // --process_metrics).
-          std::ofstream(ready + ".tmp")
-              << c.router_address() << "\n"
-              << c.cache_service_address() << "\n"
-              << c.router_http_address() << "\n"
-              << c.router_metrics_address() << "\n"
-              << c.cache_service_metrics_address() << "\n";
-          std::filesystem::rename(ready + ".tmp", ready);
-        }
-        std::printf("serving until Ctrl-C / SIGTERM\n");
-        std::fflush(stdout);
-        while (!g_interrupted) {
-          absl::SleepFor(absl::Milliseconds(100));
-          // A child that dies while serving is reported at once (the
-          // cluster keeps serving what it can until Ctrl-C).
-          for (const std::string& line : c.TakeExitedProcesses()) {
-            std::printf("radixkv: %s\n", line.c_str());
-            std::fflush(stdout);
-          }
-        }
+        Serve(c);
       } else {
-        std::vector<std::string> argv = {
-            absl::StrCat(options.bin_dir, "/router/workload_runner"),
-            absl::StrCat("--router=", c.router_address()),
-            absl::StrCat("--cache_service=", c.cache_service_address()),
-            absl::StrCat("--router_metrics=", c.router_metrics_address()),
-            absl::StrCat("--model_dir=", options.model_dir),
-            absl::StrCat("--report_file=", options.run_dir, "/report.txt")};
-        for (size_t i = 1; i < positional.size(); ++i) {
-          argv.push_back(positional[i]);
-        }
-        auto runner = router::ChildProcess::Start("workload_runner", argv, "");
-        if (!runner.ok()) {
-          std::fprintf(stderr, "radixkv: %s\n",
-                       runner.status().ToString().c_str());
-          exit_code = 1;
-        } else {
-          g_runner_pid = (*runner)->pid();
-          if (g_interrupted) ::kill((*runner)->pid(), SIGTERM);
-          auto status = (*runner)->Wait(absl::InfiniteDuration());
-          g_runner_pid = -1;
-          exit_code =
-              status.ok() && WIFEXITED(*status) ? WEXITSTATUS(*status) : 1;
-        }
+        exit_code = RunWorkload(c, options, positional);
       }
-      std::printf("stopping the cluster...\n");
-      std::fflush(stdout);
-      for (const std::string& line : c.TakeExitedProcesses()) {
-        std::printf("radixkv: %s\n", line.c_str());
-      }
-      for (const std::string& line : c.Stop()) {
-        std::printf("  %s\n", line.c_str());
-      }
-      int64_t preemptions = 0;
-      for (int i = 0; i < c.num_workers(); ++i) {
-        preemptions += CountLogLines(
-            absl::StrCat(options.run_dir, "/", c.worker_id(i), ".log"),
-            kPreemptionLogLine);
-      }
-      std::printf(
-          "worker preemptions (running requests whose KV was given back for "
-          "memory, all runs): %lld\n",
-          static_cast<long long>(preemptions));
-      std::printf("all processes stopped; logs%s in %s (%.0f s total)\n",
-                  absl::GetFlag(FLAGS_serve) ? "" : " and report",
-                  options.run_dir.c_str(),
-                  absl::ToDoubleSeconds(absl::Now() - t0));
+      StopCluster(c, options, t0);
     }
   }
   if (g_interrupted) exit_code = 130;

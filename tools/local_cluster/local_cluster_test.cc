@@ -1,6 +1,6 @@
 // ChildProcess CPU priorities: the scheduling class and nice value a child
 // runs with, read back from /proc/<pid>/stat.
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 
 #include <netinet/in.h>
 #include <sched.h>

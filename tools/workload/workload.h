@@ -12,8 +12,8 @@
 //                  rounds of different conversations interleave.
 //   document-qa    one long real document as shared context followed by
 //                  many different questions.
-#ifndef RADIXKV_ROUTER_WORKLOAD_H_
-#define RADIXKV_ROUTER_WORKLOAD_H_
+#ifndef RADIXKV_TOOLS_WORKLOAD_WORKLOAD_H_
+#define RADIXKV_TOOLS_WORKLOAD_WORKLOAD_H_
 
 #include <cstdint>
 #include <string>
@@ -97,4 +97,4 @@ absl::StatusOr<Workload> MakeDocumentQaWorkload(
 
 }  // namespace radixkv::router
 
-#endif  // RADIXKV_ROUTER_WORKLOAD_H_
+#endif  // RADIXKV_TOOLS_WORKLOAD_WORKLOAD_H_

@@ -9,8 +9,8 @@
 // Children get PR_SET_PDEATHSIG(SIGKILL): call Start() and the Restart*/Kill*
 // methods from a thread that outlives the cluster (e.g. main), since the
 // signal fires when the spawning thread exits.
-#ifndef RADIXKV_ROUTER_LOCAL_CLUSTER_H_
-#define RADIXKV_ROUTER_LOCAL_CLUSTER_H_
+#ifndef RADIXKV_TOOLS_LOCAL_CLUSTER_LOCAL_CLUSTER_H_
+#define RADIXKV_TOOLS_LOCAL_CLUSTER_LOCAL_CLUSTER_H_
 
 #include <sys/types.h>
 
@@ -251,4 +251,4 @@ class LocalCluster {
 
 }  // namespace radixkv::router
 
-#endif  // RADIXKV_ROUTER_LOCAL_CLUSTER_H_
+#endif  // RADIXKV_TOOLS_LOCAL_CLUSTER_LOCAL_CLUSTER_H_

@@ -26,9 +26,9 @@
 #include "model/model_config.h"
 #include "model/tokenizer/load_tokenizer.h"
 #include "process/process_lifecycle.h"
-#include "router/workload.h"
-#include "router/workload_runner.h"
 #include "spdlog/spdlog.h"
+#include "tools/workload/workload.h"
+#include "tools/workload/workload_runner.h"
 
 ABSL_DECLARE_FLAG(std::string, log_level);
 
@@ -103,6 +103,7 @@ ABSL_FLAG(std::string, report_file, "", "Also write the report text here.");
 namespace {
 
 namespace router = radixkv::router;
+namespace model = radixkv::model;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -165,6 +166,170 @@ std::string Checks(const std::vector<router::RunResult>& runs) {
   return out;
 }
 
+// The runner is a client: SIGINT/SIGTERM end it by default. Both the mask
+// and the disposition: InitProcess installs a handler that only records them
+// for WaitForShutdownSignal, which the runner never calls (the launcher's
+// SIGTERM on Ctrl-C would be ignored and the job would run on).
+void RestoreDefaultTerminationSignals() {
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+// What every workload generator draws from.
+struct WorkloadInputs {
+  const model::Tokenizer* tokenizer = nullptr;
+  std::vector<int32_t> corpus;  // token ids of --corpus_files
+  int32_t bos = -1;             // -1: the model has none
+  uint32_t seed = 0;
+  int64_t max_context = 2048;  // positions: prompt + output must fit
+};
+
+// The token ids of every file of --corpus_files, concatenated.
+absl::StatusOr<std::vector<int32_t>> LoadCorpus(
+    const model::Tokenizer& tokenizer) {
+  std::vector<int32_t> corpus;
+  for (absl::string_view path : absl::StrSplit(
+           absl::GetFlag(FLAGS_corpus_files), ',', absl::SkipEmpty())) {
+    auto text = ReadFile(std::string(path));
+    if (!text.ok()) return text.status();
+    auto ids = tokenizer.Encode(*text, /*add_special_tokens=*/false);
+    if (!ids.ok()) return ids.status();
+    corpus.insert(corpus.end(), ids->begin(), ids->end());
+  }
+  return corpus;
+}
+
+absl::StatusOr<router::Workload> MakeDocumentQa(const WorkloadInputs& in) {
+  const std::string path = absl::GetFlag(FLAGS_dq_document);
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  auto doc = in.tokenizer->Encode(*text, /*add_special_tokens=*/false);
+  if (!doc.ok()) return doc.status();
+  router::DocumentQaParams p;
+  p.document_name = path.substr(path.rfind('/') + 1);
+  p.document_tokens = absl::GetFlag(FLAGS_dq_document_tokens);
+  p.questions = absl::GetFlag(FLAGS_dq_questions);
+  p.question_tokens = absl::GetFlag(FLAGS_dq_question_tokens);
+  p.output_tokens = absl::GetFlag(FLAGS_dq_output_tokens);
+  return router::MakeDocumentQaWorkload(p, *doc, in.corpus, in.bos, in.seed,
+                                        in.max_context);
+}
+
+// The workload `name` of --workloads, sized by its flags.
+absl::StatusOr<router::Workload> MakeWorkload(absl::string_view name,
+                                              const WorkloadInputs& in) {
+  if (name == "shared-prefix") {
+    router::SharedPrefixParams p;
+    p.groups = absl::GetFlag(FLAGS_sp_groups);
+    p.prompts_per_group = absl::GetFlag(FLAGS_sp_prompts_per_group);
+    p.system_tokens = absl::GetFlag(FLAGS_sp_system_tokens);
+    p.question_tokens = absl::GetFlag(FLAGS_sp_question_tokens);
+    p.output_tokens = absl::GetFlag(FLAGS_sp_output_tokens);
+    return router::MakeSharedPrefixWorkload(p, in.corpus, in.bos, in.seed,
+                                            in.max_context);
+  }
+  if (name == "multi-turn") {
+    router::MultiTurnParams p;
+    p.conversations = absl::GetFlag(FLAGS_mt_conversations);
+    p.rounds = absl::GetFlag(FLAGS_mt_rounds);
+    p.system_tokens = absl::GetFlag(FLAGS_mt_system_tokens);
+    p.user_tokens = absl::GetFlag(FLAGS_mt_user_tokens);
+    p.output_tokens = absl::GetFlag(FLAGS_mt_output_tokens);
+    auto workload = router::MakeMultiTurnWorkload(p, in.corpus, in.bos, in.seed,
+                                                  in.max_context);
+    if (workload.ok()) {
+      const int streams = absl::GetFlag(FLAGS_mt_concurrency);
+      workload->concurrency = streams > 0 ? streams : p.conversations;
+      absl::StrAppend(&workload->description, ", ", workload->concurrency,
+                      " concurrent streams");
+    }
+    return workload;
+  }
+  if (name == "document-qa") return MakeDocumentQa(in);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown workload \"", name,
+                   "\" (expected shared-prefix, multi-turn, document-qa)"));
+}
+
+std::string ReportHeader(const router::RunnerOptions& options, uint32_t seed,
+                         int64_t max_context) {
+  return absl::StrFormat(
+      "radixkv workload report: router %s, %d concurrent streams, seed %u\n"
+      "Sizes are scaled down so that the default comparison takes about a "
+      "minute with the embedded\n3M-parameter model on 2 CPU cores (the "
+      "SGLang benchmark's shared-prefix sizes 64x16 groups, 2048-token\nsystem "
+      "prompts, 256 output tokens are flags: --sp_groups=64 "
+      "--sp_prompts_per_group=16\n--sp_system_tokens=2048 ...; prompt + "
+      "output must fit %d positions).\n%s; "
+      "greedy decoding with ignore_eos (fixed output lengths).\n\n",
+      options.router_address, options.concurrency, seed, max_context,
+      options.cache_service_address.empty()
+          ? "The cache is not flushed between runs (no --cache_service)"
+          : "Each run starts with a flushed cache");
+}
+
+// One run of `workload` per config; failed requests are listed on stderr and
+// counted in `*errors`.
+absl::StatusOr<std::vector<router::RunResult>> RunConfigs(
+    router::WorkloadRunner& runner, const router::Workload& workload,
+    const std::vector<router::RunConfig>& configs, int64_t* errors) {
+  std::vector<router::RunResult> runs;
+  for (const router::RunConfig& config : configs) {
+    auto result = runner.Run(workload, config);
+    if (!result.ok()) return result.status();
+    *errors += result->errors;
+    for (const auto& rec : result->records) {
+      if (rec.status != "OK") {
+        std::fprintf(stderr, "  %s/%s %s turn %d: %s %s\n",
+                     result->workload.c_str(), config.label.c_str(),
+                     rec.session.c_str(), rec.turn, rec.status.c_str(),
+                     rec.error_message.c_str());
+      }
+    }
+    runs.push_back(*std::move(result));
+  }
+  return runs;
+}
+
+// The routing target over every cache_aware decision of the job (one
+// workload's p99 rests on its two or three slowest decisions); empty without
+// cache_aware decisions.
+std::string RoutingSummary(const std::vector<router::RunResult>& all) {
+  std::map<double, double> cache_aware_routing;
+  int64_t cache_aware_decisions = 0;
+  for (const router::RunResult& r : all) {
+    if (r.config.label != "cache_aware") continue;
+    router::MergeRoutingLatencyBuckets(r.routing_latency_buckets,
+                                       &cache_aware_routing);
+    cache_aware_decisions += r.routing_decisions;
+  }
+  if (cache_aware_decisions == 0) return "";
+  const double p99_ms =
+      router::HistogramQuantile(cache_aware_routing, 0.99) * 1e3;
+  return absl::StrFormat(
+      "routing decision incl. Match, all cache_aware decisions of this job: "
+      "p50 %.2f ms, p99 %.2f ms over %d decisions (target <= 2 ms) %s\n\n",
+      router::HistogramQuantile(cache_aware_routing, 0.50) * 1e3, p99_ms,
+      cache_aware_decisions, p99_ms <= 2.0 ? "PASS" : "MISS");
+}
+
+void WriteIfNamed(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << text;
+  std::printf("wrote %s\n", path.c_str());
+}
+
+int Fail(const absl::Status& status, int exit_code) {
+  std::fprintf(stderr, "workload_runner: %s\n", status.ToString().c_str());
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,18 +339,7 @@ int main(int argc, char** argv) {
                        "radixkv workload runner: shared-prefix, multi-turn "
                        "and document-qa against a router, compared per "
                        "placement policy and with the prefix cache off.");
-  // The runner is a client: let SIGINT/SIGTERM end it by default. Both the
-  // mask and the disposition: InitProcess installs a handler that only
-  // records them for WaitForShutdownSignal, which the runner never calls
-  // (the launcher's SIGTERM on Ctrl-C was ignored and the job ran on).
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-
+  RestoreDefaultTerminationSignals();
   auto configs = router::ParseRunConfigs(absl::GetFlag(FLAGS_configs));
   auto dq_configs =
       router::ParseRunConfigs(absl::GetFlag(FLAGS_document_qa_configs));
@@ -202,35 +356,17 @@ int main(int argc, char** argv) {
 
   const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
   auto loaded = radixkv::model::LoadTokenizer(model_dir);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "workload_runner: %s\n",
-                 loaded.status().ToString().c_str());
-    return 1;
-  }
-  const radixkv::model::Tokenizer* tokenizer = loaded->tokenizer.get();
-  int64_t max_context = 2048;
+  if (!loaded.ok()) return Fail(loaded.status(), 1);
+  WorkloadInputs inputs;
+  inputs.tokenizer = loaded->tokenizer.get();
   if (auto config = radixkv::model::LoadModelConfig(model_dir); config.ok()) {
-    max_context = config->max_position_embeddings;
+    inputs.max_context = config->max_position_embeddings;
   }
-  std::vector<int32_t> corpus;
-  for (absl::string_view path : absl::StrSplit(
-           absl::GetFlag(FLAGS_corpus_files), ',', absl::SkipEmpty())) {
-    auto text = ReadFile(std::string(path));
-    if (!text.ok()) {
-      std::fprintf(stderr, "workload_runner: %s\n",
-                   text.status().ToString().c_str());
-      return 1;
-    }
-    auto ids = tokenizer->Encode(*text, /*add_special_tokens=*/false);
-    if (!ids.ok()) {
-      std::fprintf(stderr, "workload_runner: %s\n",
-                   ids.status().ToString().c_str());
-      return 1;
-    }
-    corpus.insert(corpus.end(), ids->begin(), ids->end());
-  }
-  const int32_t bos = loaded->files.bos_token_id.value_or(-1);
-  const uint32_t seed = absl::GetFlag(FLAGS_seed);
+  auto corpus = LoadCorpus(*inputs.tokenizer);
+  if (!corpus.ok()) return Fail(corpus.status(), 1);
+  inputs.corpus = *std::move(corpus);
+  inputs.bos = loaded->files.bos_token_id.value_or(-1);
+  inputs.seed = absl::GetFlag(FLAGS_seed);
 
   router::RunnerOptions options;
   options.router_address = absl::GetFlag(FLAGS_router);
@@ -242,20 +378,7 @@ int main(int argc, char** argv) {
   options.request_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_request_timeout_seconds));
   router::WorkloadRunner runner(options);
-
-  std::string report = absl::StrFormat(
-      "radixkv workload report: router %s, %d concurrent streams, seed %u\n"
-      "Sizes are scaled down so that the default comparison takes about a "
-      "minute with the embedded\n3M-parameter model on 2 CPU cores (the "
-      "SGLang benchmark's shared-prefix sizes 64x16 groups, 2048-token\nsystem "
-      "prompts, 256 output tokens are flags: --sp_groups=64 "
-      "--sp_prompts_per_group=16\n--sp_system_tokens=2048 ...; prompt + "
-      "output must fit %d positions).\n%s; "
-      "greedy decoding with ignore_eos (fixed output lengths).\n\n",
-      options.router_address, options.concurrency, seed, max_context,
-      options.cache_service_address.empty()
-          ? "The cache is not flushed between runs (no --cache_service)"
-          : "Each run starts with a flushed cache");
+  std::string report = ReportHeader(options, inputs.seed, inputs.max_context);
   std::fputs(report.c_str(), stdout);
   std::fflush(stdout);
 
@@ -263,117 +386,26 @@ int main(int argc, char** argv) {
   int64_t total_errors = 0;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_workloads), ',', absl::SkipEmpty())) {
-    absl::StatusOr<router::Workload> workload;
-    const std::vector<router::RunConfig>* run_configs = &*configs;
-    if (name == "shared-prefix") {
-      router::SharedPrefixParams p;
-      p.groups = absl::GetFlag(FLAGS_sp_groups);
-      p.prompts_per_group = absl::GetFlag(FLAGS_sp_prompts_per_group);
-      p.system_tokens = absl::GetFlag(FLAGS_sp_system_tokens);
-      p.question_tokens = absl::GetFlag(FLAGS_sp_question_tokens);
-      p.output_tokens = absl::GetFlag(FLAGS_sp_output_tokens);
-      workload =
-          router::MakeSharedPrefixWorkload(p, corpus, bos, seed, max_context);
-    } else if (name == "multi-turn") {
-      router::MultiTurnParams p;
-      p.conversations = absl::GetFlag(FLAGS_mt_conversations);
-      p.rounds = absl::GetFlag(FLAGS_mt_rounds);
-      p.system_tokens = absl::GetFlag(FLAGS_mt_system_tokens);
-      p.user_tokens = absl::GetFlag(FLAGS_mt_user_tokens);
-      p.output_tokens = absl::GetFlag(FLAGS_mt_output_tokens);
-      workload =
-          router::MakeMultiTurnWorkload(p, corpus, bos, seed, max_context);
-      if (workload.ok()) {
-        const int streams = absl::GetFlag(FLAGS_mt_concurrency);
-        workload->concurrency = streams > 0 ? streams : p.conversations;
-        absl::StrAppend(&workload->description, ", ", workload->concurrency,
-                        " concurrent streams");
-      }
-    } else if (name == "document-qa") {
-      const std::string path = absl::GetFlag(FLAGS_dq_document);
-      auto text = ReadFile(path);
-      if (!text.ok()) {
-        workload = text.status();
-      } else {
-        auto doc = tokenizer->Encode(*text, /*add_special_tokens=*/false);
-        router::DocumentQaParams p;
-        p.document_name = path.substr(path.rfind('/') + 1);
-        p.document_tokens = absl::GetFlag(FLAGS_dq_document_tokens);
-        p.questions = absl::GetFlag(FLAGS_dq_questions);
-        p.question_tokens = absl::GetFlag(FLAGS_dq_question_tokens);
-        p.output_tokens = absl::GetFlag(FLAGS_dq_output_tokens);
-        workload = doc.ok() ? router::MakeDocumentQaWorkload(
-                                  p, *doc, corpus, bos, seed, max_context)
-                            : absl::StatusOr<router::Workload>(doc.status());
-      }
-      run_configs = &*dq_configs;
-    } else {
-      workload = absl::InvalidArgumentError(
-          absl::StrCat("unknown workload \"", name,
-                       "\" (expected shared-prefix, multi-turn, document-qa)"));
-    }
-    if (!workload.ok()) {
-      std::fprintf(stderr, "workload_runner: %s\n",
-                   workload.status().ToString().c_str());
-      return 2;
-    }
-    std::vector<router::RunResult> runs;
-    for (const router::RunConfig& config : *run_configs) {
-      auto result = runner.Run(*workload, config);
-      if (!result.ok()) {
-        std::fprintf(stderr, "workload_runner: %s\n",
-                     result.status().ToString().c_str());
-        return 1;
-      }
-      total_errors += result->errors;
-      for (const auto& rec : result->records) {
-        if (rec.status != "OK") {
-          std::fprintf(stderr, "  %s/%s %s turn %d: %s %s\n",
-                       result->workload.c_str(), config.label.c_str(),
-                       rec.session.c_str(), rec.turn, rec.status.c_str(),
-                       rec.error_message.c_str());
-        }
-      }
-      runs.push_back(*std::move(result));
-    }
-    std::string section = absl::StrCat(router::FormatComparison(runs), "\n");
-    const std::string checks = Checks(runs);
+    absl::StatusOr<router::Workload> workload = MakeWorkload(name, inputs);
+    if (!workload.ok()) return Fail(workload.status(), 2);
+    auto runs = RunConfigs(runner, *workload,
+                           name == "document-qa" ? *dq_configs : *configs,
+                           &total_errors);
+    if (!runs.ok()) return Fail(runs.status(), 1);
+    std::string section = absl::StrCat(router::FormatComparison(*runs), "\n");
+    const std::string checks = Checks(*runs);
     if (!checks.empty()) absl::StrAppend(&section, checks, "\n");
     std::fputs(section.c_str(), stdout);
     std::fflush(stdout);
     absl::StrAppend(&report, section);
-    all.insert(all.end(), runs.begin(), runs.end());
+    all.insert(all.end(), runs->begin(), runs->end());
   }
-  // The routing target over every cache_aware decision of the job: one
-  // workload's p99 rests on its two or three slowest decisions.
-  std::map<double, double> cache_aware_routing;
-  int64_t cache_aware_decisions = 0;
-  for (const router::RunResult& r : all) {
-    if (r.config.label != "cache_aware") continue;
-    router::MergeRoutingLatencyBuckets(r.routing_latency_buckets,
-                                       &cache_aware_routing);
-    cache_aware_decisions += r.routing_decisions;
-  }
-  if (cache_aware_decisions > 0) {
-    const double p99_ms =
-        router::HistogramQuantile(cache_aware_routing, 0.99) * 1e3;
-    const std::string line = absl::StrFormat(
-        "routing decision incl. Match, all cache_aware decisions of this job: "
-        "p50 %.2f ms, p99 %.2f ms over %d decisions (target <= 2 ms) %s\n\n",
-        router::HistogramQuantile(cache_aware_routing, 0.50) * 1e3, p99_ms,
-        cache_aware_decisions, p99_ms <= 2.0 ? "PASS" : "MISS");
-    std::fputs(line.c_str(), stdout);
-    absl::StrAppend(&report, line);
-  }
-  auto write = [](const std::string& path, const std::string& text) {
-    if (path.empty()) return;
-    std::ofstream out(path);
-    out << text;
-    std::printf("wrote %s\n", path.c_str());
-  };
-  write(absl::GetFlag(FLAGS_csv), router::FormatCsv(all));
-  write(absl::GetFlag(FLAGS_json), router::FormatJson(all));
-  write(absl::GetFlag(FLAGS_report_file), report);
+  const std::string routing = RoutingSummary(all);
+  std::fputs(routing.c_str(), stdout);
+  absl::StrAppend(&report, routing);
+  WriteIfNamed(absl::GetFlag(FLAGS_csv), router::FormatCsv(all));
+  WriteIfNamed(absl::GetFlag(FLAGS_json), router::FormatJson(all));
+  WriteIfNamed(absl::GetFlag(FLAGS_report_file), report);
   if (total_errors > 0) {
     std::printf("%lld requests failed (see stderr)\n",
                 static_cast<long long>(total_errors));

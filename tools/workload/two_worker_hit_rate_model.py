@@ -25,7 +25,7 @@ Eviction (per worker, whole segments, leaves only as in a radix tree):
   unused-first leaves that were never reused by a later request first, then
                LRU (a segmented LRU; the cache service's lfu policy is close).
 
-Usage: router/two_worker_hit_rate_model.py [--seeds N]
+Usage: tools/workload/two_worker_hit_rate_model.py [--seeds N]
 Prints, per workload size, the mean hit rates over N seeds and their ratio.
 Standard library only.
 """

@@ -1,4 +1,4 @@
-#include "router/workload_runner.h"
+#include "tools/workload/workload_runner.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -241,6 +241,49 @@ void MergeRoutingLatencyBuckets(const std::map<double, double>& add,
 WorkloadRunner::WorkloadRunner(RunnerOptions options)
     : options_(std::move(options)) {}
 
+namespace {
+
+// Streams one Generate call through the router under `policy` and fills
+// `rec` (output tokens, TTFT, duration, usage, serving worker, final status).
+// Returns whether the call ended OK.
+bool StreamRequest(radixkv::v1::Router::Stub& router,
+                   const radixkv::v1::GenerateRequest& req,
+                   const std::string& policy, absl::Duration timeout,
+                   RequestRecord* rec) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kPolicyOverrideMetadataKey, policy);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  const absl::Time sent = absl::Now();
+  auto reader = router.Generate(&ctx, req);
+  radixkv::v1::GenerateResponse chunk;
+  bool first = true;
+  while (reader->Read(&chunk)) {
+    if (first && chunk.token_ids_size() > 0) {
+      rec->ttft_s = absl::ToDoubleSeconds(absl::Now() - sent);
+      first = false;
+    }
+    rec->output.insert(rec->output.end(), chunk.token_ids().begin(),
+                       chunk.token_ids().end());
+    if (!chunk.worker_id().empty()) rec->worker_id = chunk.worker_id();
+    if (chunk.has_usage()) {
+      if (chunk.usage().prompt_tokens() > 0) {
+        rec->prompt_tokens = chunk.usage().prompt_tokens();
+      }
+      rec->cached_tokens = chunk.usage().cached_tokens();
+    }
+  }
+  grpc::Status st = reader->Finish();
+  rec->duration_s = absl::ToDoubleSeconds(absl::Now() - sent);
+  rec->completion_tokens = static_cast<int64_t>(rec->output.size());
+  if (!st.ok()) {
+    rec->status = CodeName(st.error_code());
+    rec->error_message = st.error_message();
+  }
+  return st.ok();
+}
+
+}  // namespace
+
 absl::StatusOr<RunResult> WorkloadRunner::Run(const Workload& workload,
                                               const RunConfig& config) {
   grpc::ChannelArguments args;
@@ -300,41 +343,12 @@ absl::StatusOr<RunResult> WorkloadRunner::Run(const Workload& workload,
         req.mutable_sampling()->set_max_new_tokens(session.max_new_tokens);
         req.mutable_sampling()->set_ignore_eos(true);
         req.set_disable_prefix_cache(!config.prefix_cache);
-        grpc::ClientContext ctx;
-        ctx.AddMetadata(kPolicyOverrideMetadataKey, config.policy);
-        ctx.set_deadline(
-            absl::ToChronoTime(absl::Now() + options_.request_timeout));
         RequestRecord rec;
         rec.session = session.name;
         rec.turn = static_cast<int>(t);
         rec.prompt_tokens = static_cast<int64_t>(prompt.size());
-        const absl::Time sent = absl::Now();
-        auto reader = router->Generate(&ctx, req);
-        radixkv::v1::GenerateResponse chunk;
-        bool first = true;
-        while (reader->Read(&chunk)) {
-          if (first && chunk.token_ids_size() > 0) {
-            rec.ttft_s = absl::ToDoubleSeconds(absl::Now() - sent);
-            first = false;
-          }
-          rec.output.insert(rec.output.end(), chunk.token_ids().begin(),
-                            chunk.token_ids().end());
-          if (!chunk.worker_id().empty()) rec.worker_id = chunk.worker_id();
-          if (chunk.has_usage()) {
-            if (chunk.usage().prompt_tokens() > 0) {
-              rec.prompt_tokens = chunk.usage().prompt_tokens();
-            }
-            rec.cached_tokens = chunk.usage().cached_tokens();
-          }
-        }
-        grpc::Status st = reader->Finish();
-        rec.duration_s = absl::ToDoubleSeconds(absl::Now() - sent);
-        rec.completion_tokens = static_cast<int64_t>(rec.output.size());
-        if (!st.ok()) {
-          rec.status = CodeName(st.error_code());
-          rec.error_message = st.error_message();
-        }
-        const bool ok = st.ok();
+        const bool ok = StreamRequest(*router, req, config.policy,
+                                      options_.request_timeout, &rec);
         if (session.carry_history) {
           history = prompt;
           history.insert(history.end(), rec.output.begin(), rec.output.end());

@@ -1,4 +1,4 @@
-#include "router/local_cluster.h"
+#include "tools/local_cluster/local_cluster.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

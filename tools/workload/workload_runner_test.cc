@@ -1,4 +1,4 @@
-#include "router/workload_runner.h"
+#include "tools/workload/workload_runner.h"
 
 #include <algorithm>
 #include <cmath>
