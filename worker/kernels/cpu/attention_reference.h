@@ -19,11 +19,14 @@ namespace radixkv::worker::testing {
 //        head h uses kv head h / (hq / hkv).
 //   out  [lq][hq][d] resized and written; lse [lq][hq] natural log
 //        (-inf and out 0 for a row that sees no key).
+//   window_left  -1: no window; w >= 0: query i (position p = i + lk - lq)
+//        also needs j >= p - w (transformers' sliding window W = w + 1:
+//        kv_idx > q_idx - W).
 void ReferenceAttention(const std::vector<double>& q,
                         const std::vector<double>& k,
                         const std::vector<double>& v, int lq, int lk, int hq,
                         int hkv, int d, double scale, std::vector<double>* out,
-                        std::vector<double>* lse);
+                        std::vector<double>* lse, int window_left = -1);
 
 // Seed for a randomized test: $RADIXKV_TEST_SEED if set, else fresh from
 // std::random_device. Printed to stdout so a failure can be replayed.

@@ -36,7 +36,8 @@ struct DecodeCase {
   int group;
   int head_dim;
   std::vector<int> seq_lens;
-  int partition_size;  // 0 = v1
+  int partition_size;    // 0 = v1
+  int window_left = -1;  // -1: the whole context
 
   std::string Name() const {
     std::string s =
@@ -44,6 +45,7 @@ struct DecodeCase {
                      page_size, "/hkv", num_kv_heads, "/g", group, "/d",
                      head_dim, "/part", partition_size, "/lens");
     for (int l : seq_lens) absl::StrAppend(&s, "_", l);
+    absl::StrAppend(&s, "/window_left", window_left);
     return s;
   }
 };
@@ -84,6 +86,7 @@ DecodeResult RunDecodeCase(const DecodeCase& c, uint64_t seed,
   args.kv_indices = kv_indices;
   args.num_q_heads = hq;
   args.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  args.window_left = c.window_left;
   args.partition_size = c.partition_size;
   args.out = r.out.data();
   args.lse = r.lse.data();
@@ -107,7 +110,7 @@ DecodeResult RunDecodeCase(const DecodeCase& c, uint64_t seed,
     }
     std::vector<double> ref_out, ref_lse;
     ReferenceAttention(qd, kd, vd, 1, lk, hq, hkv, D, args.sm_scale, &ref_out,
-                       &ref_lse);
+                       &ref_lse, c.window_left);
     int bad = 0;
     for (int i = 0; i < hq * D && bad < 5; ++i) {
       const float got = r.out[int64_t{b} * hq * D + i];
@@ -163,6 +166,33 @@ TEST(DecodeAttentionTest, V1AndV2MatchDenseReferenceAcrossLayoutsDtypes) {
           RunDecodeCase(c, seed + i, i % 2 ? &threads : nullptr);
           ++i;
         }
+      }
+    }
+  }
+}
+
+// Sliding windows W (window_left = W - 1) in {1, 15, 16, 17, 64, 4095} x
+// page sizes {1, 16, 64}, v1 and v2: lengths W - 1 (shorter than the
+// window), W, W + 64 and W + 128 (the window's first token is the first of a
+// page for every page size), W + 5 and 3 W + 1 (edge inside a page), 1.
+TEST(DecodeAttentionTest, SlidingWindowMatchesDenseReference) {
+  const uint64_t seed = TestSeed("DecodeAttentionTest.Window");
+  CpuThreadPool threads(2);
+  const KvLayout layouts[] = {KvLayout::kBSHD, KvLayout::kBHSD,
+                              KvLayout::kVllm};
+  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  int i = 0;
+  for (int window : {1, 15, 16, 17, 64, 4095}) {
+    for (int ps : {1, 16, 64}) {
+      for (int partition : {0, 64}) {
+        std::vector<int> lens{window, window + 64, window + 128, window + 5, 1};
+        if (window > 1) lens.push_back(window - 1);
+        if (window < 4095) lens.push_back(3 * window + 1);
+        DecodeCase c{
+            layouts[i % 3], dtypes[(i / 3) % 3], ps, 2, i % 2 ? 1 : 4, 64, lens,
+            partition,      window - 1};
+        RunDecodeCase(c, seed + i, i % 2 ? &threads : nullptr);
+        ++i;
       }
     }
   }
