@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "worker/forward_batch_validation.h"
 #include "worker/gpu/decode_graphs.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/gpu/gpu_forward.h"
@@ -17,7 +18,6 @@
 #include "worker/gpu/gpu_workspace.h"
 #include "worker/gpu/model_kernels.h"
 #include "worker/gpu/step_metadata.h"
-#include "worker/forward_batch_validation.h"
 
 namespace radixkv::worker {
 
@@ -269,6 +269,12 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
   const model::ModelConfig& c = e->config_;
   if (c.head_dim > 256 || c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError("head_dim must be even and <= 256");
+  }
+  if (c.qk_norm || c.has_sliding_window()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the GPU backend does not implement ",
+        c.qk_norm ? "Qwen3's q_norm/k_norm" : "sliding-window attention",
+        " (docs/architecture.md, \"Model families\"); the CPU backend does"));
   }
   Impl& m = *e->impl_;
   RADIXKV_RETURN_IF_ERROR(m.OpenDevice(options));
