@@ -9,10 +9,12 @@ Three tiny random checkpoints, each written to OUT/<name>/:
   qwen3-tiny          Qwen3ForCausalLM: q_norm/k_norm, head_dim 32 with
                       hidden 64 (4 heads: q is wider than the hidden state),
                       no bias, full attention
-  mistral-window64    MistralForCausalLM, sliding_window 64 on every layer
+  mistral-window64    MistralForCausalLM, sliding_window 64 on every layer,
+                      head_dim 64 (2 heads, 1 kv head)
   qwen2-window100     Qwen2ForCausalLM, use_sliding_window, sliding_window
                       100, max_window_layers 1 of 3 layers: layer 0 full,
-                      layers 1 and 2 windowed (transformers' layer_types)
+                      layers 1 and 2 windowed (transformers' layer_types);
+                      head_dim 64
 
 Files per checkpoint:
   config.json, model.safetensors   save_pretrained output (bf16 weights)
@@ -64,12 +66,14 @@ def specs():
                       attention_bias=False, use_sliding_window=False,
                       max_window_layers=2),
              rope=dict(rope_type="default", rope_theta=1000000.0)),
+        # head_dim 64: the GPU backend's tensor-core attention path.
         dict(name="mistral-window64", cls="Mistral", seed=12,
-             cfg=dict(common, num_hidden_layers=2, head_dim=16,
-                      sliding_window=64),
+             cfg=dict(common, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=64, sliding_window=64),
              rope=dict(rope_type="default", rope_theta=10000.0)),
         dict(name="qwen2-window100", cls="Qwen2", seed=13,
-             cfg=dict(common, num_hidden_layers=3, use_sliding_window=True,
+             cfg=dict(common, num_hidden_layers=3, num_attention_heads=1,
+                      num_key_value_heads=1, use_sliding_window=True,
                       sliding_window=100, max_window_layers=1),
              rope=dict(rope_type="default", rope_theta=1000000.0)),
     ]

@@ -270,12 +270,6 @@ absl::StatusOr<std::unique_ptr<GpuModelExecutor>> GpuModelExecutor::Create(
   if (c.head_dim > 256 || c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError("head_dim must be even and <= 256");
   }
-  if (c.qk_norm || c.has_sliding_window()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the GPU backend does not implement ",
-        c.qk_norm ? "Qwen3's q_norm/k_norm" : "sliding-window attention",
-        " (docs/architecture.md, \"Model families\"); the CPU backend does"));
-  }
   Impl& m = *e->impl_;
   RADIXKV_RETURN_IF_ERROR(m.OpenDevice(options));
   e->tc_attention_ =

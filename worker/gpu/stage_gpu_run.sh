@@ -9,6 +9,7 @@ set -euo pipefail
 R="${1:-.gpu-run}"
 SHARED="${2:-../shared}"
 bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test \
+  //worker/gpu:gpu_model_family_device_test \
   //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
   //worker/gpu:greedy_text_client \
   //router:router //router:workload_runner //router:local_cluster \
@@ -16,7 +17,7 @@ bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test 
 rm -rf "${R}"
 mkdir -p "${R}"/bin/{worker,router,cache_service} "${R}/lib" "${R}/shared"
 cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
-cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
+cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_family_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
 cp bazel-bin/router/{router,workload_runner,local_cluster} "${R}/bin/router/"
 cp bazel-bin/cache_service/cache_service "${R}/bin/cache_service/"
 # The tokenizer plug-in is found next to each executable.
@@ -30,5 +31,10 @@ tar -cJf "${R}/lib.tar.xz" -C "${R}/lib" . && rm -rf "${R}/lib"
 # The binaries too (~70 MB uncompressed with the CUDA runtime linked in).
 tar -cf - -C "${R}" bin | xz -T2 -6 >"${R}/bin.tar.xz" && rm -rf "${R}/bin"
 cp -r "${SHARED}/golden" "${R}/shared/" && rm -f "${R}/shared/golden/corpus.txt"
+# The model-family golden (tools/golden/make_model_family_golden.py), when
+# generated: gpu_model_family_device_test reads RADIXKV_MODEL_FAMILY_DIR.
+if [[ -d worker/testdata/model_families ]]; then
+  cp -r worker/testdata/model_families "${R}/model_families"
+fi
 chmod -R u+w "${R}"
 du -sh "${R}"
