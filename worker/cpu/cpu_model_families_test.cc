@@ -33,6 +33,7 @@
 #include "nlohmann/json.hpp"
 #include "worker/cpu/cpu_model_executor.h"
 #include "worker/testing/golden_checkpoints.h"
+#include "worker/testing/model_family_golden.h"
 
 namespace radixkv::worker {
 namespace {
@@ -130,19 +131,10 @@ std::unique_ptr<CpuModelExecutor> MakeExecutor(const std::string& dir,
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-// Extend of ids[begin:end) with ids[0:begin) cached at slots 0..begin-1.
+// Extend of ids[begin:end) with ids[0:begin) cached at slots 0..begin-1,
+// the logits of every new token.
 ForwardBatch Extend(const std::vector<int32_t>& ids, int begin, int end) {
-  ForwardBatch b;
-  b.qo_indptr = {0, end - begin};
-  b.kv_indptr = {0, begin};
-  for (int p = 0; p < begin; ++p) b.kv_indices.push_back(p);
-  for (int p = begin; p < end; ++p) {
-    b.input_ids.push_back(ids[p]);
-    b.positions.push_back(p);
-    b.out_cache_loc.push_back(p);
-  }
-  b.return_all_logits = true;
-  return b;
+  return testing::ExtendBatch(ids, begin, end, /*all_logits=*/true);
 }
 
 std::vector<float> Logits(ModelExecutor& e, const ForwardBatch& b) {
@@ -233,12 +225,9 @@ TEST(SlidingWindowModelTest, PrefixReuseAndDecodeEqualPrefill) {
       double worst = 0;
       Logits(*e, Extend(ids, 0, 1));
       for (int p = 1; p < 120; ++p) {
-        ForwardBatch d = Extend(ids, p, p + 1);
-        d.is_decode = true;
-        d.kv_indices.push_back(p);  // decode: the context includes the token
-        d.kv_indptr = {0, p + 1};
-        d.return_all_logits = false;
-        const std::vector<float> l = Logits(*e, d);
+        const std::vector<float> l =
+            Logits(*e, testing::DecodeBatch(std::vector<int32_t>(
+                           ids.begin(), ids.begin() + p + 1)));
         worst = std::max(
             worst, MaxAbsDiff(l.data(), &full[size_t(p) * kVocab], kVocab));
       }

@@ -58,9 +58,7 @@ TEST_P(ModelFamilyGoldenTest, GreedyGenerationMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyGoldenTest,
                          ::testing::ValuesIn(testing::kFamilyModels),
                          [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) ch = ch == '-' ? '_' : ch;
-                           return s;
+                           return testing::FamilyTestName(info.param);
                          });
 
 }  // namespace

@@ -66,9 +66,7 @@ TEST_P(GpuModelFamilyTest, Bf16WithinTolerance) {
 INSTANTIATE_TEST_SUITE_P(Families, GpuModelFamilyTest,
                          ::testing::ValuesIn(testing::kFamilyModels),
                          [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) ch = ch == '-' ? '_' : ch;
-                           return s;
+                           return testing::FamilyTestName(info.param);
                          });
 
 }  // namespace

@@ -14,23 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Extend of ids[begin:end) over ids[0:begin) cached at slots 0..begin-1;
-// slot = position.
-ForwardBatch Extend(const std::vector<int32_t>& ids, int begin, int end,
-                    bool all_logits) {
-  ForwardBatch b;
-  b.qo_indptr = {0, end - begin};
-  b.kv_indptr = {0, begin};
-  for (int p = 0; p < begin; ++p) b.kv_indices.push_back(p);
-  for (int p = begin; p < end; ++p) {
-    b.input_ids.push_back(ids[p]);
-    b.positions.push_back(p);
-    b.out_cache_loc.push_back(p);
-  }
-  b.return_all_logits = all_logits;
-  return b;
-}
-
 int ArgMax(const float* row, int n) {
   return static_cast<int>(std::max_element(row, row + n) - row);
 }
@@ -81,6 +64,36 @@ void ExpectRowsMatch(const FamilyGolden& g, const std::vector<float>& got,
 
 }  // namespace
 
+std::string FamilyTestName(const char* model) {
+  std::string s = model;
+  for (char& ch : s) ch = ch == '-' ? '_' : ch;
+  return s;
+}
+
+ForwardBatch ExtendBatch(const std::vector<int32_t>& ids, int begin, int end,
+                         bool all_logits) {
+  ForwardBatch b;
+  b.qo_indptr = {0, end - begin};
+  b.kv_indptr = {0, begin};
+  for (int p = 0; p < begin; ++p) b.kv_indices.push_back(p);
+  for (int p = begin; p < end; ++p) {
+    b.input_ids.push_back(ids[p]);
+    b.positions.push_back(p);
+    b.out_cache_loc.push_back(p);
+  }
+  b.return_all_logits = all_logits;
+  return b;
+}
+
+ForwardBatch DecodeBatch(const std::vector<int32_t>& ids) {
+  const int p = static_cast<int>(ids.size()) - 1;
+  ForwardBatch d = ExtendBatch(ids, p, p + 1, false);
+  d.is_decode = true;
+  d.kv_indices.push_back(p);
+  d.kv_indptr = {0, p + 1};
+  return d;
+}
+
 std::string FamilyDir(const std::string& name) {
   if (const char* dir = std::getenv("RADIXKV_MODEL_FAMILY_DIR")) {
     return absl::StrCat(dir, "/", name);
@@ -113,14 +126,14 @@ void ExpectFamilyLogits(ModelExecutor& e, const FamilyGolden& g,
                         const FamilyTolerance& tol, const std::string& what) {
   const int n = static_cast<int>(g.sequence.size());
   std::vector<float> logits;
-  absl::Status s = e.Forward(Extend(g.sequence, 0, n, true), &logits);
+  absl::Status s = e.Forward(ExtendBatch(g.sequence, 0, n, true), &logits);
   ASSERT_TRUE(s.ok()) << s;
   ExpectRowsMatch(g, logits, 0, n, tol, what + " prefill");
   // A cached prefix longer than every window, then the rest as an extend.
   const int split = 700;
-  s = e.Forward(Extend(g.sequence, 0, split, false), &logits);
+  s = e.Forward(ExtendBatch(g.sequence, 0, split, false), &logits);
   ASSERT_TRUE(s.ok()) << s;
-  s = e.Forward(Extend(g.sequence, split, n, true), &logits);
+  s = e.Forward(ExtendBatch(g.sequence, split, n, true), &logits);
   ASSERT_TRUE(s.ok()) << s;
   ExpectRowsMatch(g, logits, split, n, tol, what + " prefix 700 + extend");
 }
@@ -135,7 +148,7 @@ void ExpectFamilyGreedy(ModelExecutor& e, const FamilyGolden& g,
       gen["step_top2_margins"].get<std::vector<double>>();
   std::vector<int32_t> ids(g.sequence.begin(), g.sequence.begin() + prompt);
   std::vector<float> logits;
-  absl::Status s = e.Forward(Extend(ids, 0, prompt, false), &logits);
+  absl::Status s = e.Forward(ExtendBatch(ids, 0, prompt, false), &logits);
   ASSERT_TRUE(s.ok()) << s;
   size_t equal = 0;
   for (size_t step = 0; step < want.size(); ++step) {
@@ -148,12 +161,7 @@ void ExpectFamilyGreedy(ModelExecutor& e, const FamilyGolden& g,
     ASSERT_EQ(token, want[step]) << what << " step " << step;
     ++equal;
     ids.push_back(token);
-    const int p = static_cast<int>(ids.size()) - 1;
-    ForwardBatch d = Extend(ids, p, p + 1, false);
-    d.is_decode = true;
-    d.kv_indices.push_back(p);  // decode: the context includes the token
-    d.kv_indptr = {0, p + 1};
-    s = e.Forward(d, &logits);
+    s = e.Forward(DecodeBatch(ids), &logits);
     ASSERT_TRUE(s.ok()) << s;
   }
   std::printf("%-40s %zu greedy tokens equal\n", what.c_str(), equal);

@@ -24,6 +24,18 @@ namespace radixkv::worker::testing {
 inline constexpr const char* kFamilyModels[] = {
     "qwen3-tiny", "mistral-window64", "qwen2-window100"};
 
+// gtest parameter name of a kFamilyModels entry ('-' -> '_').
+std::string FamilyTestName(const char* model);
+
+// One sequence's extend of ids[begin:end) over ids[0:begin) cached at slots
+// 0..begin-1 (slot = position); all_logits selects return_all_logits.
+ForwardBatch ExtendBatch(const std::vector<int32_t>& ids, int begin, int end,
+                         bool all_logits);
+
+// Decode of ids[p] (p = ids.size() - 1) over the context ids[0..p] at slots
+// 0..p (the token's own slot included, as decode batches carry it).
+ForwardBatch DecodeBatch(const std::vector<int32_t>& ids);
+
 // <runfiles>/worker/testdata/model_families/<name> (TEST_SRCDIR, else
 // $RADIXKV_MODEL_FAMILY_DIR/<name> when that variable is set: the device
 // tests run outside Bazel).

@@ -178,24 +178,18 @@ TEST(DecodeAttentionTest, V1AndV2MatchDenseReferenceAcrossLayoutsDtypes) {
 TEST(DecodeAttentionTest, SlidingWindowMatchesDenseReference) {
   const uint64_t seed = TestSeed("DecodeAttentionTest.Window");
   CpuThreadPool threads(2);
-  const KvLayout layouts[] = {KvLayout::kBSHD, KvLayout::kBHSD,
-                              KvLayout::kVllm};
-  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
-  int i = 0;
-  for (int window : {1, 15, 16, 17, 64, 4095}) {
-    for (int ps : {1, 16, 64}) {
-      for (int partition : {0, 64}) {
-        std::vector<int> lens{window, window + 64, window + 128, window + 5, 1};
-        if (window > 1) lens.push_back(window - 1);
-        if (window < 4095) lens.push_back(3 * window + 1);
-        DecodeCase c{
-            layouts[i % 3], dtypes[(i / 3) % 3], ps, 2, i % 2 ? 1 : 4, 64, lens,
-            partition,      window - 1};
-        RunDecodeCase(c, seed + i, i % 2 ? &threads : nullptr);
-        ++i;
-      }
+  testing::ForEachWindowCase([&](const testing::WindowCase& w) {
+    const int W = w.window, i = w.index;
+    std::vector<int> lens{W, W + 64, W + 128, W + 5, 1};
+    if (W > 1) lens.push_back(W - 1);
+    if (W < 4095) lens.push_back(3 * W + 1);
+    for (int partition : {0, 64}) {
+      DecodeCase c{w.layout, w.dtype, w.page_size, 2,    i % 2 ? 1 : 4,
+                   64,       lens,    partition,   W - 1};
+      RunDecodeCase(c, seed + 2 * i + partition / 64,
+                    i % 2 ? &threads : nullptr);
     }
-  }
+  });
 }
 
 TEST(DecodeAttentionTest, GqaGroupsAndHeadDims) {

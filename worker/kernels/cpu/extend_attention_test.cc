@@ -241,27 +241,21 @@ TEST(ExtendAttentionTest, ThreadedEqualsInline) {
 TEST(ExtendAttentionTest, SlidingWindowMatchesDenseReference) {
   const uint64_t seed = TestSeed("ExtendAttentionTest.Window");
   CpuThreadPool threads(2);
-  const KvLayout layouts[] = {KvLayout::kBSHD, KvLayout::kBHSD,
-                              KvLayout::kVllm};
-  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
-  int i = 0;
-  for (int window : {1, 15, 16, 17, 64, 4095}) {
-    for (int ps : {1, 16, 64}) {
-      const int long_prefix = window >= 4095 ? window + 150 : 64 + window;
-      ExtendCase c{layouts[i % 3],
-                   dtypes[(i / 3) % 3],
-                   ps,
-                   /*num_kv_heads=*/2,
-                   i % 2 == 0 ? 4 : 1,
-                   64,
-                   {0, long_prefix, 5, 3 * window + 1},
-                   {70, 9, 2 * window + 3 > 200 ? 40 : 2 * window + 3, 1},
-                   i % 2 == 1,
-                   window - 1};
-      RunExtendCase(c, seed + i, c.use_threads ? &threads : nullptr);
-      ++i;
-    }
-  }
+  testing::ForEachWindowCase([&](const testing::WindowCase& w) {
+    const int W = w.window;
+    const int long_prefix = W >= 4095 ? W + 150 : 64 + W;
+    ExtendCase c{w.layout,
+                 w.dtype,
+                 w.page_size,
+                 /*num_kv_heads=*/2,
+                 w.index % 2 == 0 ? 4 : 1,
+                 64,
+                 {0, long_prefix, 5, 3 * W + 1},
+                 {70, 9, 2 * W + 3 > 200 ? 40 : 2 * W + 3, 1},
+                 w.index % 2 == 1,
+                 W - 1};
+    RunExtendCase(c, seed + w.index, c.use_threads ? &threads : nullptr);
+  });
 }
 
 // window_left 0 (W = 1): every query sees only itself, so out is its own v.
