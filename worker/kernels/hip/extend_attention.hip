@@ -154,9 +154,7 @@ int LaunchExtend(const ExtendLaunch& a) {
   if (a.path == KernelPath::kMatrixCore) return LaunchMatrixCore(p, a);
 #endif
 #if defined(RADIXKV_GPU_AMD)
-  // The MFMA kernel takes no sliding window (the portable kernel does).
-  if (a.path == KernelPath::kMatrixCore && MfmaAllowed() &&
-      p.window_left < 0 && DeviceHasMfma()) {
+  if (a.path == KernelPath::kMatrixCore && MfmaAllowed() && DeviceHasMfma()) {
     return extend::LaunchMfma(p, a);
   }
 #endif

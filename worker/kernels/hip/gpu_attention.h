@@ -164,9 +164,8 @@ struct GpuExtendArgs {
 
 // Extend attention (SGLang's extend semantics): new token i of a sequence
 // sees all of its prefix and new tokens j <= i (within window_left).
-// A window runs on the portable kernel and the mma.sync kernel; the wgmma
-// and MFMA kernels take no window, so a windowed launch on their paths uses
-// mma.sync (NVIDIA) or the portable kernel (AMD). Prefix K/V are read from
+// A window runs on the portable, mma.sync and MFMA kernels; the wgmma
+// kernels take none, so a windowed launch on their path uses mma.sync. Prefix K/V are read from
 // `cache`, the new tokens' K/V from k_extend/v_extend (ReshapeAndCache them
 // separately).
 absl::Status Extend(const GpuKvCache& cache, const GpuExtendArgs& args,
