@@ -73,6 +73,10 @@ std::vector<std::string> ConsumedTensorNames(const ModelConfig& c) {
       }
     }
     if (c.o_bias) names.push_back(p + "self_attn.o_proj.bias");
+    if (c.qk_norm) {
+      names.push_back(p + "self_attn.q_norm.weight");
+      names.push_back(p + "self_attn.k_norm.weight");
+    }
   }
   return names;
 }

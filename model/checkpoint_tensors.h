@@ -1,7 +1,7 @@
 // CheckCheckpointTensors: the loaders' fail-closed rule for weights. A
 // checkpoint may hold exactly the tensors the LLaMA-family executors
-// consume for its config; a tensor they would not read (Qwen3's per-head
-// q_norm/k_norm, MoE experts, a quantization scale, ...) means the
+// consume for its config; a tensor they would not read (q_norm/k_norm on a
+// non-Qwen3 model, MoE experts, a quantization scale, ...) means the
 // checkpoint computes something we do not, so it is refused instead of
 // silently ignored.
 #ifndef RADIXKV_MODEL_CHECKPOINT_TENSORS_H_
@@ -20,7 +20,8 @@ namespace radixkv::model {
 // model.embed_tokens.weight, model.norm.weight, lm_head.weight (untied
 // only), and per layer l `model.layers.l.` + input_layernorm.weight,
 // post_attention_layernorm.weight, self_attn.{q,k,v,o}_proj.weight (+ q/k/v
-// bias with config.qkv_bias, o bias with config.o_bias),
+// bias with config.qkv_bias, o bias with config.o_bias,
+// self_attn.{q,k}_norm.weight with config.qk_norm),
 // mlp.{gate,up,down}_proj.weight.
 std::vector<std::string> ConsumedTensorNames(const ModelConfig& config);
 

@@ -114,13 +114,12 @@ absl::Status ParseRopeDict(const Json& d, RopeConfig* rope) {
 }
 
 // The architectures the executors implement, by config.json `architectures`
-// entry and `model_type` (docs/architecture.md, "Model families"). Mistral
-// without a sliding window is the LLaMA computation (transformers'
-// MistralModel with sliding_window null).
+// entry and `model_type` (docs/architecture.md, "Model families").
 constexpr std::pair<const char*, const char*> kArchitectures[] = {
     {"LlamaForCausalLM", "llama"},
     {"Qwen2ForCausalLM", "qwen2"},
     {"MistralForCausalLM", "mistral"},
+    {"Qwen3ForCausalLM", "qwen3"},
 };
 
 // Keys the executors read, or that do not change the forward pass:
@@ -128,8 +127,8 @@ constexpr std::pair<const char*, const char*> kArchitectures[] = {
 // settings (dropout, initializer_range, pretraining_tp: a sliced matmul
 // with the same result) and generation defaults (the request's sampling
 // parameters govern). Any other key is a feature we do not implement
-// (sliding windows, MoE, soft-capping, quantization, q/k norms, ...) and is
-// refused by name.
+// (MoE, soft-capping, quantization, other norms, ...) and is refused by
+// name.
 constexpr const char* kKnownKeys[] = {
     // read by ParseModelConfig
     "architectures",
@@ -154,7 +153,7 @@ constexpr const char* kKnownKeys[] = {
     "eos_token_id",
     "dtype",
     "torch_dtype",
-    // checked by CheckSlidingWindow
+    // read by ParseSlidingWindows
     "sliding_window",
     "use_sliding_window",
     "max_window_layers",
@@ -247,7 +246,7 @@ absl::StatusOr<std::string> CheckArchitecture(const Json& j) {
   if (expected_architecture == nullptr) {
     return Invalid(absl::StrCat("model_type '", model_type,
                                 "' is not supported (supported: llama, "
-                                "qwen2, mistral)"));
+                                "qwen2, qwen3, mistral)"));
   }
   if (auto a = j.find("architectures"); a != j.end() && !a->is_null()) {
     if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string()) {
@@ -263,37 +262,80 @@ absl::StatusOr<std::string> CheckArchitecture(const Json& j) {
   return model_type;
 }
 
-// Sliding-window attention is not implemented: refused unless the config
-// says every layer uses full attention. Qwen2 configs carry a
-// sliding_window size that applies only with use_sliding_window.
-absl::Status CheckSlidingWindow(const Json& j, const std::string& model_type) {
-  bool use_sliding_window = model_type != "qwen2";
+// Fills c->sliding_window_by_layer the way transformers does:
+//   - Mistral: every layer uses `sliding_window` when it is not null
+//     (MistralModel: create_sliding_window_causal_mask for all layers);
+//   - Qwen2 / Qwen3: `sliding_window` counts only with `use_sliding_window`
+//     (Qwen2Config: sliding_window = None otherwise), and then layer i uses
+//     it iff i >= max_window_layers (Qwen2Config.layer_types; default 28);
+//   - an explicit `layer_types` list ("full_attention" /
+//     "sliding_attention", one per layer) overrides the rule, as in
+//     transformers 5, which writes that list into config.json;
+//   - LLaMA has no window: a `sliding_window` there is refused, since
+//     transformers' LlamaModel would ignore it and the checkpoint was
+//     probably meant for something else.
+// Requires c->model_type and c->num_hidden_layers.
+absl::Status ParseSlidingWindows(const Json& j, ModelConfig* c) {
+  const bool qwen = c->model_type == "qwen2" || c->model_type == "qwen3";
+  if (!qwen && j.contains("use_sliding_window")) {
+    return Invalid(absl::StrCat("field 'use_sliding_window' is not a ",
+                                c->model_type, " field"));
+  }
+  bool use_sliding_window = !qwen;
   if (absl::Status s = ReadBool(j, "use_sliding_window", &use_sliding_window);
       !s.ok()) {
     return s;
   }
-  if (model_type != "qwen2" && j.contains("use_sliding_window")) {
-    return Invalid(absl::StrCat("field 'use_sliding_window' is not a ",
-                                model_type, " field"));
-  }
+  int64_t window = 0;
   if (auto w = j.find("sliding_window"); w != j.end() && !w->is_null()) {
-    if (use_sliding_window) {
-      return Invalid(absl::StrCat("sliding-window attention (sliding_window ",
-                                  w->dump(), ") is not implemented"));
+    if (c->model_type == "llama") {
+      return Invalid(absl::StrCat("sliding_window ", w->dump(),
+                                  " is not a llama field (LLaMA attends to "
+                                  "the whole context)"));
     }
+    if (absl::Status s = ReadInt(j, "sliding_window", true, &window); !s.ok()) {
+      return s;
+    }
+    if (use_sliding_window && (window <= 0 || window > (int64_t{1} << 30))) {
+      return Invalid(absl::StrCat("sliding_window out of range: ", window));
+    }
+    if (!use_sliding_window) window = 0;
+  } else if (qwen && use_sliding_window) {
+    return Invalid("use_sliding_window is true but sliding_window is null");
   }
-  if (use_sliding_window && model_type == "qwen2") {
-    return Invalid(
-        "use_sliding_window is true: sliding-window attention is "
-        "not implemented");
+  int64_t max_window_layers = 28;  // Qwen2Config / Qwen3Config default
+  if (absl::Status s =
+          ReadInt(j, "max_window_layers", false, &max_window_layers);
+      !s.ok()) {
+    return s;
   }
+  const int n = c->num_hidden_layers;
+  c->sliding_window_by_layer.assign(n, 0);
   if (auto t = j.find("layer_types"); t != j.end() && !t->is_null()) {
-    if (!t->is_array()) return Invalid("'layer_types' is not a list");
-    for (const Json& e : *t) {
-      if (!e.is_string() || e.get<std::string>() != "full_attention") {
+    if (!t->is_array() || static_cast<int>(t->size()) != n) {
+      return Invalid(absl::StrCat("'layer_types' is not a list of ", n,
+                                  " layer types (num_hidden_layers)"));
+    }
+    for (int i = 0; i < n; ++i) {
+      const Json& e = (*t)[i];
+      const std::string type = e.is_string() ? e.get<std::string>() : "";
+      if (type == "sliding_attention") {
+        if (window <= 0) {
+          return Invalid(absl::StrCat(
+              "layer type sliding_attention of layer ", i,
+              " without a sliding_window (or with use_sliding_window false)"));
+        }
+        c->sliding_window_by_layer[i] = static_cast<int32_t>(window);
+      } else if (type != "full_attention") {
         return Invalid(absl::StrCat("layer type ", e.dump(),
                                     " is not implemented (only "
-                                    "full_attention)"));
+                                    "full_attention and sliding_attention)"));
+      }
+    }
+  } else if (window > 0) {
+    for (int i = 0; i < n; ++i) {
+      if (!qwen || i >= max_window_layers) {
+        c->sliding_window_by_layer[i] = static_cast<int32_t>(window);
       }
     }
   }
@@ -316,7 +358,6 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text) {
   if (!model_type.ok()) return model_type.status();
   c.model_type = *model_type;
   if (absl::Status s = CheckKnownKeys(j); !s.ok()) return s;
-  if (absl::Status s = CheckSlidingWindow(j, c.model_type); !s.ok()) return s;
   int64_t v = 0;
   struct IntField {
     const char* key;
@@ -333,6 +374,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text) {
     }
     *f.dst = static_cast<int32_t>(v);
   }
+  if (absl::Status s = ParseSlidingWindows(j, &c); !s.ok()) return s;
   v = c.num_attention_heads;
   if (absl::Status s = ReadInt(j, "num_key_value_heads", false, &v); !s.ok()) {
     return s;
@@ -371,10 +413,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text) {
       return Invalid(absl::StrCat("unsupported hidden_act '", act, "'"));
     }
   }
+  c.qk_norm = c.model_type == "qwen3";  // Qwen3Attention q_norm / k_norm
   if (c.model_type == "qwen2") {
     c.qkv_bias = true;  // Qwen2Attention: q/k/v bias, no o bias.
     c.o_bias = false;
-  } else {
+  } else {  // LLaMA, Mistral, Qwen3: attention_bias on all four projections
     bool attention_bias = false;
     if (absl::Status s = ReadBool(j, "attention_bias", &attention_bias);
         !s.ok()) {

@@ -1,5 +1,7 @@
 // ModelConfig: the architecture hyper-parameters of a LLaMA-family causal LM
-// (LLaMA 2/3, Qwen2), parsed from a Hugging Face config.json.
+// (LLaMA 2/3, Mistral, Qwen2, Qwen3 dense), parsed from a Hugging Face
+// config.json. docs/architecture.md ("Model families") lists the accepted
+// architectures and config features.
 //
 // Both config.json forms are accepted:
 //   - transformers 5: `rope_parameters` {rope_type, rope_theta, factor, ...}
@@ -54,6 +56,14 @@ struct ModelConfig {
   // attention_bias is true). o_proj has a bias only for LLaMA attention_bias.
   bool qkv_bias = false;
   bool o_bias = false;
+  // Qwen3: per-head RMSNorm of q and of k (weights q_norm / k_norm
+  // [head_dim], eps rms_norm_eps) between the projections and RoPE.
+  bool qk_norm = false;
+  // Per layer l < num_hidden_layers: the Hugging Face sliding window W of
+  // that layer (query at position i sees keys j with i - W < j <= i,
+  // transformers masking_utils.sliding_window_overlay), 0 = full causal
+  // attention. Empty = every layer full.
+  std::vector<int32_t> sliding_window_by_layer;
   int32_t bos_token_id = -1;           // -1: none
   std::vector<int32_t> eos_token_ids;  // may be empty
   std::string dtype = "float32";       // checkpoint storage dtype
@@ -62,13 +72,32 @@ struct ModelConfig {
   int32_t gqa_group_size() const {
     return num_attention_heads / num_key_value_heads;
   }
+
+  // The attention kernels' window_left of `layer` (W - 1), -1 for full
+  // attention (worker/kernels/cpu/extend_attention.h).
+  int32_t window_left(int layer) const {
+    if (layer < 0 || layer >= static_cast<int>(sliding_window_by_layer.size()))
+      return -1;
+    const int32_t w = sliding_window_by_layer[layer];
+    return w > 0 ? w - 1 : -1;
+  }
+
+  // True when some layer uses a sliding window.
+  bool has_sliding_window() const {
+    for (int32_t w : sliding_window_by_layer) {
+      if (w > 0) return true;
+    }
+    return false;
+  }
 };
 
 // Parses the text of a config.json. Returns INVALID_ARGUMENT for malformed
 // JSON, missing required fields (vocab_size, hidden_size, intermediate_size,
 // num_hidden_layers, num_attention_heads), inconsistent shapes (heads not
-// divisible by kv heads, odd head_dim), unsupported hidden_act (only silu) or
-// unsupported rope_type (only default and llama3).
+// divisible by kv heads, odd head_dim), unsupported hidden_act (only silu),
+// unsupported rope_type (only default and llama3) and, by name, any field
+// that selects a computation the executors do not implement (MoE,
+// soft-capping, other norms, ...).
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text);
 
 // Reads and parses `<model_dir>/config.json`. NOT_FOUND if the file is absent.

@@ -130,8 +130,8 @@ TEST(ModelConfigTest, RejectsBadConfigs) {
 }
 
 // A config the executors do not implement fails to load, naming the field:
-// loading it would give silently wrong logits (Qwen3's q/k norms, Mistral's
-// sliding window beyond its first window of positions).
+// loading it would give silently wrong logits (MoE, soft-capping, other
+// norms, a window on a model type that has none).
 TEST(ModelConfigTest, RefusesArchitecturesAndFeaturesNotImplemented) {
   const std::string shape =
       R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
@@ -141,18 +141,30 @@ TEST(ModelConfigTest, RefusesArchitecturesAndFeaturesNotImplemented) {
     std::string expected_substring;
   };
   for (const Case& c : std::vector<Case>{
-           {R"("architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3")",
-            "model_type 'qwen3' is not supported"},
+           {R"("architectures": ["Qwen3MoeForCausalLM"],
+               "model_type": "qwen3_moe")",
+            "model_type 'qwen3_moe' is not supported"},
            {R"("architectures": ["Qwen3ForCausalLM"], "model_type": "llama")",
             "architecture 'Qwen3ForCausalLM'"},
            {R"("vocab_size2": 1)", "model_type"},
-           {R"("model_type": "mistral", "sliding_window": 64)",
-            "sliding_window 64"},
            {R"("model_type": "llama", "sliding_window": 4096)",
             "sliding_window 4096"},
+           {R"("model_type": "mistral", "sliding_window": 0)",
+            "sliding_window out of range"},
            {R"("model_type": "qwen2", "use_sliding_window": true,
-               "sliding_window": 32768, "max_window_layers": 28)",
-            "sliding"},
+               "sliding_window": null)",
+            "sliding_window is null"},
+           {R"("model_type": "qwen3", "layer_types": ["full_attention",
+               "full_attention"])",
+            "list of 1 layer types"},
+           {R"("model_type": "mistral", "sliding_window": 8,
+               "layer_types": ["chunked_attention"])",
+            "\"chunked_attention\" is not implemented"},
+           {R"("model_type": "qwen3", "num_experts": 128)", "'num_experts'"},
+           {R"("model_type": "qwen3", "decoder_sparse_step": 1)",
+            "'decoder_sparse_step'"},
+           {R"("model_type": "mistral", "norm_type": "layernorm")",
+            "'norm_type'"},
            {R"("model_type": "llama", "use_sliding_window": false)",
             "'use_sliding_window' is not a llama field"},
            {R"("model_type": "qwen2", "layer_types": ["sliding_attention"])",
@@ -204,6 +216,66 @@ TEST(ModelConfigTest, AcceptsTheFullAttentionFormsOfEachFamily) {
     EXPECT_TRUE(ParseModelConfig(json).ok())
         << json << ": " << ParseModelConfig(json).status();
   }
+}
+
+// Sliding windows per layer as transformers assigns them: Mistral on every
+// layer, Qwen2/Qwen3 from max_window_layers on and only with
+// use_sliding_window, an explicit layer_types list over both rules.
+TEST(ModelConfigTest, SlidingWindowsPerLayer) {
+  const std::string shape =
+      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+         "num_hidden_layers": 4, "num_attention_heads": 2)";
+  struct Case {
+    std::string fields;
+    std::vector<int32_t> windows;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"("model_type": "mistral", "sliding_window": 64)",
+            {64, 64, 64, 64}},
+           {R"("model_type": "mistral", "sliding_window": null)", {0, 0, 0, 0}},
+           {R"("model_type": "qwen2", "use_sliding_window": true,
+               "sliding_window": 32, "max_window_layers": 1)",
+            {0, 32, 32, 32}},
+           {R"("model_type": "qwen2", "use_sliding_window": false,
+               "sliding_window": 32, "max_window_layers": 1)",
+            {0, 0, 0, 0}},
+           {R"("model_type": "qwen2", "use_sliding_window": true,
+               "sliding_window": 32)",
+            {0, 0, 0, 0}},  // max_window_layers defaults to 28
+           {R"("model_type": "qwen3", "use_sliding_window": true,
+               "sliding_window": 16, "max_window_layers": 1,
+               "layer_types": ["full_attention", "sliding_attention",
+                               "full_attention", "sliding_attention"])",
+            {0, 16, 0, 16}},
+       }) {
+    const std::string json = "{" + shape + ", " + c.fields + "}";
+    absl::StatusOr<ModelConfig> r = ParseModelConfig(json);
+    ASSERT_TRUE(r.ok()) << json << ": " << r.status();
+    EXPECT_EQ(r->sliding_window_by_layer, c.windows) << json;
+    for (int l = 0; l < 4; ++l) {
+      EXPECT_EQ(r->window_left(l), c.windows[l] > 0 ? c.windows[l] - 1 : -1);
+    }
+  }
+}
+
+// Qwen3 dense: explicit head_dim (not hidden / heads), q/k norms, no bias
+// unless attention_bias (then on all four projections, as LLaMA).
+TEST(ModelConfigTest, Qwen3) {
+  absl::StatusOr<ModelConfig> r = ParseModelConfig(
+      R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+          "vocab_size": 10, "hidden_size": 64, "intermediate_size": 16,
+          "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 32, "attention_bias": false,
+          "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+          "use_sliding_window": false, "sliding_window": null,
+          "max_window_layers": 2,
+          "layer_types": ["full_attention", "full_attention"]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->qk_norm);
+  EXPECT_FALSE(r->qkv_bias);
+  EXPECT_FALSE(r->o_bias);
+  EXPECT_EQ(r->head_dim, 32);
+  EXPECT_FALSE(r->has_sliding_window());
 }
 
 }  // namespace

@@ -190,6 +190,10 @@ absl::Status CpuModelExecutor::LoadWeights() {
     }
     w.o = read(p + "self_attn.o_proj.weight", {hidden, q_dim});
     if (c.o_bias) w.o_bias = read(p + "self_attn.o_proj.bias", {hidden});
+    if (c.qk_norm) {
+      w.q_norm = read(p + "self_attn.q_norm.weight", {c.head_dim});
+      w.k_norm = read(p + "self_attn.k_norm.weight", {c.head_dim});
+    }
     append(w.gate_up, read(p + "mlp.gate_proj.weight", {inter, hidden}));
     append(w.gate_up, read(p + "mlp.up_proj.weight", {inter, hidden}));
     w.down = read(p + "mlp.down_proj.weight", {hidden, inter});
@@ -263,6 +267,10 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
       if (!w.qkv_bias.empty()) {
         for (int64_t i = 0; i < qkv_dim; ++i) row[i] += w.qkv_bias[i];
       }
+      if (!w.q_norm.empty()) {  // Qwen3Attention: norm per head, then RoPE
+        RmsNorm(row, w.q_norm.data(), row, Hq, D, eps);
+        RmsNorm(row + Hq * D, w.k_norm.data(), row + Hq * D, Hkv, D, eps);
+      }
       const float* cos = &rope_cos_[t * half];
       const float* sin = &rope_sin_[t * half];
       for (int64_t h = 0; h < Hq; ++h) ApplyRope(row + h * D, cos, sin, half);
@@ -284,6 +292,7 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
       args.num_q_heads = static_cast<int32_t>(Hq);
       args.sm_scale = sm_scale;
       args.partition_size = options_.decode_partition_size;
+      args.window_left = c.window_left(l);
       args.out = attn_.data();
       DecodeAttention(*pool_, l, args, threads_.get());
     } else {
@@ -296,6 +305,7 @@ absl::Status CpuModelExecutor::Forward(const ForwardBatch& batch,
       args.kv_indices = batch.kv_indices;
       args.num_q_heads = static_cast<int32_t>(Hq);
       args.sm_scale = sm_scale;
+      args.window_left = c.window_left(l);
       args.out = attn_.data();
       ExtendAttention(*pool_, l, args, threads_.get());
     }

@@ -1,14 +1,18 @@
-// CpuModelExecutor: a LLaMA-family causal LM (LLaMA 2/3, Qwen2) on the CPU
-// backend, implementing ModelExecutor over the paged KV pool and the CPU
-// attention kernels.
+// CpuModelExecutor: a LLaMA-family causal LM (LLaMA 2/3, Mistral, Qwen2,
+// Qwen3 dense) on the CPU backend, implementing ModelExecutor over the paged
+// KV pool and the CPU attention kernels.
 //
-// Per layer (HF transformers' LlamaDecoderLayer / Qwen2DecoderLayer):
+// Per layer (HF transformers' LlamaDecoderLayer / Qwen2DecoderLayer /
+// Qwen3DecoderLayer / MistralDecoderLayer):
 //   h   = RMSNorm(x) * w_in                       (fp32, eps from config)
 //   q,k,v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)   one fused GEMM
+//   q,k = RMSNorm per head * w_qnorm / w_knorm    (Qwen3 only)
 //   q,k = RoPE(q, k, position)                    rotate-half layout
 //   ReshapeAndCache(k, v -> out_cache_loc)
 //   a   = ExtendAttention (prefill / extend) or DecodeAttention (decode),
-//         softmax scale 1/sqrt(head_dim), GQA
+//         softmax scale 1/sqrt(head_dim), GQA, the layer's sliding window
+//         (config.window_left(layer); every token stays cached, only the
+//         attention reads skip out-of-window keys)
 //   x  += a Wo^T
 //   h   = RMSNorm(x) * w_post
 //   x  += (silu(h Wg^T) * (h Wu^T)) Wd^T          fused gate/up GEMM
@@ -90,6 +94,8 @@ class CpuModelExecutor final : public ModelExecutor {
     std::vector<float> qkv_bias;    // [(Hq + 2 Hkv) D] or empty
     std::vector<float> o;           // [H, Hq D]
     std::vector<float> o_bias;      // [H] or empty
+    std::vector<float> q_norm;      // [D] (Qwen3) or empty
+    std::vector<float> k_norm;      // [D] (Qwen3) or empty
     std::vector<float> post_norm;   // [H]
     std::vector<float> gate_up;     // [2 I, H]: gate rows then up rows
     std::vector<float> down;        // [H, I]

@@ -19,7 +19,7 @@ namespace {
 // decode_partition_size >= 0 is the split-KV partition (tokens; 0 = one
 // pass, vLLM's PagedAttention v1), < 0 lets ChooseDecodePartitionSize pick
 // it; a split whose temporaries exceed the workspace's falls back to 0.
-GpuDecodeArgs DecodeArgs(const GpuForward& f, const StepShape& sh,
+GpuDecodeArgs DecodeArgs(const GpuForward& f, const StepShape& sh, int layer,
                          float sm_scale) {
   const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
@@ -31,11 +31,16 @@ GpuDecodeArgs DecodeArgs(const GpuForward& f, const StepShape& sh,
   a.max_seq_len = std::max(sh.max_seq_len, 1);
   a.num_q_heads = c.num_attention_heads;
   a.sm_scale = sm_scale;
+  a.window_left = c.window_left(layer);
+  // A sliding window caps the tokens each sequence reads.
+  const int32_t visible = a.window_left >= 0
+                              ? std::min(a.max_seq_len, a.window_left + 1)
+                              : a.max_seq_len;
   int32_t ps = f.decode_partition_size >= 0
                    ? f.decode_partition_size
                    : ChooseDecodePartitionSize(sh.batch, c.num_key_value_heads,
-                                               c.num_attention_heads,
-                                               a.max_seq_len, f.num_sms);
+                                               c.num_attention_heads, visible,
+                                               f.num_sms);
   if (DecodeWorkspaceBytes(sh.batch, c.num_attention_heads, c.head_dim,
                            a.max_seq_len, ps) > ws.split_kv_bytes) {
     ps = 0;
@@ -49,7 +54,7 @@ GpuDecodeArgs DecodeArgs(const GpuForward& f, const StepShape& sh,
 
 // The tensor-core extend arguments: new tokens' Q/K/V from the workspace,
 // the prefix from the pool.
-GpuExtendArgs ExtendArgs(const GpuForward& f, const StepShape& sh,
+GpuExtendArgs ExtendArgs(const GpuForward& f, const StepShape& sh, int layer,
                          float sm_scale) {
   const GpuWorkspace& ws = *f.workspace;
   GpuExtendArgs a;
@@ -63,6 +68,7 @@ GpuExtendArgs ExtendArgs(const GpuForward& f, const StepShape& sh,
   a.max_extend_len = sh.max_extend_len;
   a.num_q_heads = f.config->num_attention_heads;
   a.sm_scale = sm_scale;
+  a.window_left = f.config->window_left(layer);
   a.out = ws.attn;
   return a;
 }
@@ -82,6 +88,7 @@ absl::Status GenericAttention(const GpuForward& f, const StepShape& sh,
   a.num_q_heads = f.config->num_attention_heads;
   a.sm_scale = sm_scale;
   a.causal_extend = !sh.is_decode;
+  a.window_left = f.config->window_left(layer);
   a.act = f.dtype;
   a.geometry = f.pool->geometry;
   a.k_cache = cache.k;
@@ -108,6 +115,9 @@ absl::Status RopeAndCache(const GpuForward& f, const StepShape& sh, int layer,
   rl.num_q_heads = c.num_attention_heads;
   rl.num_kv_heads = c.num_key_value_heads;
   rl.head_dim = c.head_dim;
+  rl.q_norm = f.weights->layers[layer].q_norm;
+  rl.k_norm = f.weights->layers[layer].k_norm;
+  rl.norm_eps = static_cast<float>(c.rms_norm_eps);
   rl.act = f.dtype;
   rl.q = ws.q;
   rl.k_out = tc_extend ? ws.k_ext : nullptr;
@@ -203,9 +213,9 @@ absl::Status EnqueueAttention(const GpuForward& f, const StepShape& sh,
   }
   const GpuKvCache& cache = f.pool->caches[layer];
   if (sh.is_decode) {
-    return Decode(cache, DecodeArgs(f, sh, sm_scale), f.stream);
+    return Decode(cache, DecodeArgs(f, sh, layer, sm_scale), f.stream);
   }
-  return Extend(cache, ExtendArgs(f, sh, sm_scale), f.stream);
+  return Extend(cache, ExtendArgs(f, sh, layer, sm_scale), f.stream);
 }
 
 absl::Status EnqueueForward(const GpuForward& f, const StepShape& sh) {

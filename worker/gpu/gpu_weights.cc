@@ -119,6 +119,12 @@ absl::Status LoadLayer(const model::ModelConfig& c, int layer, DType dtype,
     RADIXKV_RETURN_IF_ERROR(
         up.Load({{p + "self_attn.o_proj.bias", {H}}}, DType::kF32, &w->o_bias));
   }
+  if (c.qk_norm) {
+    RADIXKV_RETURN_IF_ERROR(up.Load({{p + "self_attn.q_norm.weight", {D}}},
+                                    DType::kF32, &w->q_norm));
+    RADIXKV_RETURN_IF_ERROR(up.Load({{p + "self_attn.k_norm.weight", {D}}},
+                                    DType::kF32, &w->k_norm));
+  }
   RADIXKV_RETURN_IF_ERROR(up.Load({{p + "mlp.gate_proj.weight", {I, H}},
                                    {p + "mlp.up_proj.weight", {I, H}}},
                                   dtype, &w->gate_up));

@@ -27,6 +27,8 @@ struct GpuLayerWeights {
   float* qkv_bias = nullptr;    // [(Hq + 2 Hkv) D], config.qkv_bias only
   void* o = nullptr;            // [H, Hq D]
   float* o_bias = nullptr;      // [H], config.o_bias only
+  float* q_norm = nullptr;      // [D], config.qk_norm only (Qwen3)
+  float* k_norm = nullptr;      // [D], config.qk_norm only
   void* gate_up = nullptr;      // [2 I, H]
   void* down = nullptr;         // [H, I]
 };

@@ -61,6 +61,11 @@ struct RopeCacheLaunch {
   int32_t num_q_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  // Qwen3: per-head RMSNorm of q and k (weights [head_dim] fp32, eps) after
+  // the bias and before the rotation; nullptr = none.
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float norm_eps = 0.0f;
   DType act = DType::kF32;
   void* q = nullptr;
   void* k_out = nullptr;
@@ -109,6 +114,9 @@ struct GenericAttentionLaunch {
   int32_t num_q_heads = 0;
   float sm_scale = 0.0f;
   bool causal_extend = false;
+  // Sliding window (ExtendAttentionArgs::window_left): -1 = none; w >= 0:
+  // the token at position p attends keys at positions [p - w, p].
+  int32_t window_left = -1;
   DType act = DType::kF32;
   KvCacheGeometry geometry;
   const void* k_cache = nullptr;

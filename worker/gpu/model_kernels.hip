@@ -162,14 +162,37 @@ __global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
   auto value = [&](int64_t i) {
     return a.bias != nullptr ? row[i] + a.bias[i] : row[i];
   };
+  // Qwen3 (transformers Qwen3Attention): RMSNorm of every q and k head
+  // before RoPE; one warp per head computes its 1 / rms.
+  extern __shared__ float inv_rms[];  // [Hq + Hkv] with q_norm
+  if (a.q_norm != nullptr) {
+    const int warps = blockDim.x / kWarpSize;
+    for (int h = threadIdx.x / kWarpSize; h < Hq + Hkv; h += warps) {
+      float ss = 0.0f;
+      for (int d = LaneId(); d < D; d += kWarpSize) {
+        const float x = value(static_cast<int64_t>(h) * D + d);
+        ss += x * x;
+      }
+      ss = WarpReduceSum(ss);
+      if (LaneId() == 0) {
+        inv_rms[h] = rsqrtf(ss / static_cast<float>(D) + a.norm_eps);
+      }
+    }
+    __syncthreads();
+  }
+  auto normed = [&](int h, int d) {
+    const float x = value(static_cast<int64_t>(h) * D + d);
+    if (a.q_norm == nullptr) return x;
+    return (h < Hq ? a.q_norm[d] : a.k_norm[d]) * (x * inv_rms[h]);
+  };
   // q and k: rotate pairs (i, i + half).
   for (int idx = threadIdx.x; idx < (Hq + Hkv) * half; idx += blockDim.x) {
     const int h = idx / half;
     const int i = idx - h * half;
     float s, c;
     sincosf(pos * a.inv_freq[i], &s, &c);
-    const float x0 = value(static_cast<int64_t>(h) * D + i);
-    const float x1 = value(static_cast<int64_t>(h) * D + i + half);
+    const float x0 = normed(h, i);
+    const float x1 = normed(h, i + half);
     const float y0 = x0 * c - x1 * s;
     const float y1 = x1 * c + x0 * s;
     if (h < Hq) {
@@ -259,7 +282,11 @@ __global__ void GenericAttentionKernel(GenericAttentionLaunch a) {
   }
   float m = -INFINITY;
   float l = 0.0f;
-  for (int32_t n = 0; n < n_prefix + n_ext; ++n) {
+  // Keys are positions 0 .. n_prefix + n_ext - 1 and this token is the last
+  // one it attends; a window starts the loop at its left edge.
+  const int32_t first =
+      a.window_left >= 0 ? n_prefix + n_ext - 1 - a.window_left : 0;
+  for (int32_t n = first > 0 ? first : 0; n < n_prefix + n_ext; ++n) {
     const int64_t slot = n < n_prefix ? a.kv_indices[kv_start + n]
                                       : a.out_cache_loc[q_start + n - n_prefix];
     float dot = 0.0f;
@@ -574,8 +601,12 @@ int LaunchRmsNorm(const float* x, const int32_t* row_index, const float* w,
 int LaunchRopeAndCache(const RopeCacheLaunch& a, void* stream) {
   if (a.num_tokens == 0) return 0;
   return DispatchDType(a.act, [&]<DType kA>() {
-    hipLaunchKernelGGL(RopeAndCacheKernel<kA>, dim3(a.num_tokens), dim3(256), 0,
-                       static_cast<hipStream_t>(stream), a);
+    const size_t smem =
+        a.q_norm != nullptr
+            ? sizeof(float) * (a.num_q_heads + a.num_kv_heads)
+            : 0;
+    hipLaunchKernelGGL(RopeAndCacheKernel<kA>, dim3(a.num_tokens), dim3(256),
+                       smem, static_cast<hipStream_t>(stream), a);
     return LastError();
   });
 }

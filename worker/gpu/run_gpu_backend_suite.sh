@@ -13,9 +13,11 @@
 #   .gpu-run/shared/golden  copy of shared/golden
 #
 #   worker/gpu/run_gpu_backend_suite.sh [RUN_DIR] [STEPS]
-#     STEPS: comma list of test,sanitize,bench,e2e (default all)
+#     STEPS: comma list of test,families,sanitize,bench,e2e (default all)
 #   test      the device test (golden checkpoints, GPU vs CPU, graphs, device
 #             sampling, the scheduler's serving path on the device)
+#   families  gpu_model_family_device_test on .gpu-run/model_families (Qwen3,
+#             sliding windows vs transformers; skipped when not staged)
 #   sanitize  compute-sanitizer racecheck on the device test's small case
 #             (SanitizerSmallCase: tensor-core and generic attention, bf16,
 #             prefill + graph decode steps, greedy and sampled) and memcheck
@@ -28,7 +30,7 @@
 # Logs go to $OUT (device tool) or /tmp/gpu-backend; prints a summary last.
 set -uo pipefail
 R="${1:-.gpu-run}"
-STEPS=",${2:-test,sanitize,bench,e2e},"
+STEPS=",${2:-test,families,sanitize,bench,e2e},"
 LOG="${OUT:-/tmp/gpu-backend}"
 mkdir -p "${LOG}" "${R}/lib"
 [[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
@@ -46,6 +48,12 @@ if [[ "${STEPS}" == *,test,* ]]; then
   RADIXKV_TC_MODEL_DIR=/tmp/tc-model timeout "${TEST_TIMEOUT:-240}" \
     "${B}/gpu_model_executor_device_test" >"${LOG}/test.log" 2>&1
   rc[test]=$?
+fi
+if [[ "${STEPS}" == *,families,* && -d "${R}/model_families" ]]; then
+  RADIXKV_MODEL_FAMILY_DIR="${PWD}/${R}/model_families" \
+    timeout "${TEST_TIMEOUT:-240}" "${B}/gpu_model_family_device_test" \
+    >"${LOG}/families.log" 2>&1
+  rc[families]=$?
 fi
 if [[ "${STEPS}" == *,sanitize,* ]]; then
   [[ -d /tmp/tc-model ]] || "${B}/make_random_checkpoint" --out=/tmp/tc-model \

@@ -9,6 +9,7 @@ set -euo pipefail
 R="${1:-.gpu-run}"
 SHARED="${2:-../shared}"
 bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test \
+  //worker/gpu:gpu_model_family_device_test \
   //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
   //worker/gpu:greedy_text_client \
   //router:router //tools/workload:workload_runner //tools/local_cluster \
@@ -17,7 +18,7 @@ rm -rf "${R}"
 mkdir -p "${R}"/bin/{worker,router,cache_service,tools/workload,tools/local_cluster} \
   "${R}/lib" "${R}/shared"
 cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
-cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
+cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_family_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
 cp bazel-bin/router/router "${R}/bin/router/"
 cp bazel-bin/tools/workload/workload_runner "${R}/bin/tools/workload/"
 cp bazel-bin/tools/local_cluster/local_cluster "${R}/bin/tools/local_cluster/"
@@ -33,5 +34,10 @@ tar -cJf "${R}/lib.tar.xz" -C "${R}/lib" . && rm -rf "${R}/lib"
 # The binaries too (~70 MB uncompressed with the CUDA runtime linked in).
 tar -cf - -C "${R}" bin | xz -T2 -6 >"${R}/bin.tar.xz" && rm -rf "${R}/bin"
 cp -r "${SHARED}/golden" "${R}/shared/" && rm -f "${R}/shared/golden/corpus.txt"
+# The model-family golden (tools/golden/make_model_family_golden.py), when
+# generated: gpu_model_family_device_test reads RADIXKV_MODEL_FAMILY_DIR.
+if [[ -d worker/testdata/model_families ]]; then
+  cp -r worker/testdata/model_families "${R}/model_families"
+fi
 chmod -R u+w "${R}"
 du -sh "${R}"

@@ -15,7 +15,7 @@ void ReferenceAttention(const std::vector<double>& q,
                         const std::vector<double>& k,
                         const std::vector<double>& v, int lq, int lk, int hq,
                         int hkv, int d, double scale, std::vector<double>* out,
-                        std::vector<double>* lse) {
+                        std::vector<double>* lse, int window_left) {
   out->assign(static_cast<size_t>(lq) * hq * d, 0.0);
   lse->assign(static_cast<size_t>(lq) * hq,
               -std::numeric_limits<double>::infinity());
@@ -23,22 +23,26 @@ void ReferenceAttention(const std::vector<double>& q,
   std::vector<double> s(lk);
   for (int i = 0; i < lq; ++i) {
     const int last = std::min(lk - 1, i + (lk - lq));  // mask j <= i + lk - lq
+    // j > p - W with W = window_left + 1 (transformers'
+    // sliding_window_overlay: kv_idx > q_idx - sliding_window).
+    const int first =
+        window_left < 0 ? 0 : std::max(0, i + (lk - lq) - window_left);
     for (int h = 0; h < hq; ++h) {
       const int kvh = h / group;
       const double* qi = &q[(static_cast<size_t>(i) * hq + h) * d];
       double m = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j <= last; ++j) {
+      for (int j = first; j <= last; ++j) {
         const double* kj = &k[(static_cast<size_t>(j) * hkv + kvh) * d];
         double dot = 0;
         for (int e = 0; e < d; ++e) dot += qi[e] * kj[e];
         s[j] = dot * scale;
         m = std::max(m, s[j]);
       }
-      if (last < 0) continue;
+      if (last < first) continue;
       double l = 0;
-      for (int j = 0; j <= last; ++j) l += std::exp(s[j] - m);
+      for (int j = first; j <= last; ++j) l += std::exp(s[j] - m);
       double* o = &(*out)[(static_cast<size_t>(i) * hq + h) * d];
-      for (int j = 0; j <= last; ++j) {
+      for (int j = first; j <= last; ++j) {
         const double p = std::exp(s[j] - m) / l;
         const double* vj = &v[(static_cast<size_t>(j) * hkv + kvh) * d];
         for (int e = 0; e < d; ++e) o[e] += p * vj[e];

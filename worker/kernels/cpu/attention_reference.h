@@ -19,11 +19,40 @@ namespace radixkv::worker::testing {
 //        head h uses kv head h / (hq / hkv).
 //   out  [lq][hq][d] resized and written; lse [lq][hq] natural log
 //        (-inf and out 0 for a row that sees no key).
+//   window_left  -1: no window; w >= 0: query i (position p = i + lk - lq)
+//        also needs j >= p - w (transformers' sliding window W = w + 1:
+//        kv_idx > q_idx - W).
 void ReferenceAttention(const std::vector<double>& q,
                         const std::vector<double>& k,
                         const std::vector<double>& v, int lq, int lk, int hq,
                         int hkv, int d, double scale, std::vector<double>* out,
-                        std::vector<double>* lse);
+                        std::vector<double>* lse, int window_left = -1);
+
+// One case of the sliding-window kernel tests.
+struct WindowCase {
+  int window;  // Hugging Face W; the kernels' window_left is W - 1
+  int page_size;
+  KvLayout layout;
+  DType dtype;
+  int index;  // 0, 1, ...: varies the other parameters
+};
+
+// Calls fn(WindowCase) for every window W in {1, 15, 16, 17, 64, 4095}
+// (around a page of 16, a page of 64, longer than most contexts) x page
+// size in {1, 16, 64}, cycling through the three layouts and three dtypes.
+template <typename F>
+void ForEachWindowCase(F&& fn) {
+  const KvLayout layouts[] = {KvLayout::kBSHD, KvLayout::kBHSD,
+                              KvLayout::kVllm};
+  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  int i = 0;
+  for (int window : {1, 15, 16, 17, 64, 4095}) {
+    for (int ps : {1, 16, 64}) {
+      fn(WindowCase{window, ps, layouts[i % 3], dtypes[(i / 3) % 3], i});
+      ++i;
+    }
+  }
+}
 
 // Seed for a randomized test: $RADIXKV_TEST_SEED if set, else fresh from
 // std::random_device. Printed to stdout so a failure can be replayed.

@@ -177,12 +177,14 @@ struct TaskBuffers {
   float* v;       // [kTileTokens][D] fp32 V tile
   float* scores;  // [R][kTileTokens]
   int* visible;   // [R] causal mask counts of the diagonal tile
+  int* first;     // [R] first visible key of a tile cut by a sliding window
   RowStates st;   // m [R], l [R], acc [R][D]
 };
 
 inline TaskBuffers AcquireTaskBuffers(int rows, int head_dim) {
   thread_local std::vector<float> arena;
   thread_local std::vector<int> visible;
+  thread_local std::vector<int> first;
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };  // 64-byte runs
   const int64_t rd = round(int64_t{rows} * head_dim);
   const int64_t td = round(int64_t{kTileTokens} * head_dim);
@@ -191,6 +193,7 @@ inline TaskBuffers AcquireTaskBuffers(int rows, int head_dim) {
   const int64_t total = 2 * rd + 2 * td + rt + 2 * r1 + 16;
   if (static_cast<int64_t>(arena.size()) < total) arena.resize(total);
   if (static_cast<int>(visible.size()) < rows) visible.resize(rows);
+  if (static_cast<int>(first.size()) < rows) first.resize(rows);
   float* p = arena.data();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;
   TaskBuffers b;
@@ -202,6 +205,7 @@ inline TaskBuffers AcquireTaskBuffers(int rows, int head_dim) {
   b.st.m = b.st.acc + rd;
   b.st.l = b.st.m + r1;
   b.visible = visible.data();
+  b.first = first.data();
   return b;
 }
 
@@ -211,17 +215,21 @@ inline TaskBuffers AcquireTaskBuffers(int rows, int head_dim) {
 //   k, v     [n][D] fp32 tile
 //   visible  optional [R]: row r sees keys [0, visible[r]) of the tile (the
 //            causal mask of the diagonal tile); nullptr = all n visible.
+//   first    optional [R]: row r sees no key before first[r] (a sliding
+//            window's left edge inside the tile); nullptr = 0.
 inline void AttendTileGeneric(const float* __restrict q, int rows, int D,
                               const float* __restrict k,
                               const float* __restrict v, int n,
-                              const int* visible, const RowStates& st) {
+                              const int* visible, const RowStates& st,
+                              const int* first) {
   alignas(64) float s[kTileTokens];
   for (int r = 0; r < rows; ++r) {
     const int nv = visible != nullptr ? std::min(visible[r], n) : n;
-    if (nv <= 0) continue;
+    const int t0 = first != nullptr ? std::max(first[r], 0) : 0;
+    if (nv <= t0) continue;
     const float* __restrict qr = q + static_cast<int64_t>(r) * D;
     float tile_max = -INFINITY;
-    for (int t = 0; t < nv; ++t) {
+    for (int t = t0; t < nv; ++t) {
       const float* __restrict kt = k + static_cast<int64_t>(t) * D;
       float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
@@ -234,7 +242,7 @@ inline void AttendTileGeneric(const float* __restrict q, int rows, int D,
     const float alpha = Exp2(m_old - m_new);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int t = 0; t < nv; ++t) {
+    for (int t = t0; t < nv; ++t) {
       s[t] = Exp2(s[t] - m_new);
       sum += s[t];
     }
@@ -243,7 +251,7 @@ inline void AttendTileGeneric(const float* __restrict q, int rows, int D,
     float* __restrict a = st.acc + static_cast<int64_t>(r) * D;
 #pragma omp simd
     for (int d = 0; d < D; ++d) a[d] *= alpha;
-    for (int t = 0; t < nv; ++t) {
+    for (int t = t0; t < nv; ++t) {
       const float p = s[t];
       const float* __restrict vt = v + static_cast<int64_t>(t) * D;
 #pragma omp simd
@@ -342,7 +350,8 @@ template <int kD>
 void AttendTileBlocked(const float* __restrict q, int rows,
                        const float* __restrict k, const float* __restrict v,
                        int n, const int* visible, const RowStates& st,
-                       float* __restrict s /*[rows][kTileTokens]*/) {
+                       float* __restrict s /*[rows][kTileTokens]*/,
+                       const int* first) {
   static_assert(kD % 16 == 0);
   int r = 0;
   for (; r + 2 <= rows; r += 2) {
@@ -357,21 +366,23 @@ void AttendTileBlocked(const float* __restrict q, int rows,
       const int row = r0 + i;
       float* __restrict sr = s + row * kTileTokens;
       const int nv = visible != nullptr ? std::clamp(visible[row], 0, n) : n;
+      const int t0 = first != nullptr ? std::clamp(first[row], 0, nv) : 0;
       float tile_max = -INFINITY;
-      for (int t = 0; t < nv; ++t) tile_max = std::max(tile_max, sr[t]);
+      for (int t = t0; t < nv; ++t) tile_max = std::max(tile_max, sr[t]);
       const float m_old = st.m[row];
       const float m_new = std::max(m_old, tile_max);
       float sum = 0.0f;
-      if (nv > 0) {
+      if (nv > t0) {
 #pragma omp simd reduction(+ : sum)
-        for (int t = 0; t < nv; ++t) {
+        for (int t = t0; t < nv; ++t) {
           sr[t] = Exp2(sr[t] - m_new);
           sum += sr[t];
         }
       }
+      for (int t = 0; t < t0; ++t) sr[t] = 0.0f;
       for (int t = nv; t < n; ++t) sr[t] = 0.0f;
       // No visible key yet (m_new = -inf): keep the state as it is.
-      alpha[i] = nv > 0 ? Exp2(m_old - m_new) : 1.0f;
+      alpha[i] = nv > t0 ? Exp2(m_old - m_new) : 1.0f;
       st.m[row] = m_new;
       st.l[row] = st.l[row] * alpha[i] + sum;
     }
@@ -395,27 +406,29 @@ void AttendTileBlocked(const float* __restrict q, int rows,
 }
 
 // Dispatches on the common head dims (register-blocked, unrolled); any other
-// head_dim takes the generic loop. `s` is scratch of rows * kTileTokens.
+// head_dim takes the generic loop. `s` is scratch of rows * kTileTokens;
+// `first` is AttendTileGeneric's optional sliding-window edge.
 inline void AttendTileAnyD(const float* q, int rows, int head_dim,
                            const float* k, const float* v, int n,
-                           const int* visible, const RowStates& st, float* s) {
+                           const int* visible, const RowStates& st, float* s,
+                           const int* first = nullptr) {
   switch (head_dim) {
     case 32:  // the demo model and the golden checkpoints
-      return AttendTileBlocked<32>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<32>(q, rows, k, v, n, visible, st, s, first);
     case 48:
-      return AttendTileBlocked<48>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<48>(q, rows, k, v, n, visible, st, s, first);
     case 64:
-      return AttendTileBlocked<64>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<64>(q, rows, k, v, n, visible, st, s, first);
     case 80:
-      return AttendTileBlocked<80>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<80>(q, rows, k, v, n, visible, st, s, first);
     case 96:
-      return AttendTileBlocked<96>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<96>(q, rows, k, v, n, visible, st, s, first);
     case 128:
-      return AttendTileBlocked<128>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<128>(q, rows, k, v, n, visible, st, s, first);
     case 256:
-      return AttendTileBlocked<256>(q, rows, k, v, n, visible, st, s);
+      return AttendTileBlocked<256>(q, rows, k, v, n, visible, st, s, first);
     default:
-      return AttendTileGeneric(q, rows, head_dim, k, v, n, visible, st);
+      return AttendTileGeneric(q, rows, head_dim, k, v, n, visible, st, first);
   }
 }
 

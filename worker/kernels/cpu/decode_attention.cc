@@ -30,6 +30,7 @@ void Validate(const KvPool& pool, const DecodeAttentionArgs& a) {
                                         a.kv_indices, a.num_q_heads,
                                         "DecodeAttention");
   if (a.partition_size < 0) Fail("partition_size < 0");
+  if (a.window_left < -1) Fail("window_left < -1");
   if (a.kv_indptr.size() > 1 && (a.q == nullptr || a.out == nullptr)) {
     Fail("q or out is null");
   }
@@ -61,6 +62,14 @@ void AttendRange(const KvCacheGeometry& g, const T* k_cache, const T* v_cache,
   }
 }
 
+// First context token sequence b's query sees: the current token is the last
+// one (position len - 1), and a window keeps [len - 1 - window_left, len).
+int64_t WindowBegin(const DecodeAttentionArgs& a, int64_t b) {
+  const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
+  if (a.window_left < 0) return 0;
+  return std::max<int64_t>(0, len - 1 - a.window_left);
+}
+
 template <typename T>
 void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
                  CpuThreadPool* threads) {
@@ -81,7 +90,8 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
       const cpu_attention::TaskBuffers s =
           cpu_attention::AcquireTaskBuffers(group, D);
       const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
-      AttendRange(g, k_cache, v_cache, a, b, h, group, scale_log2, 0, len, s);
+      AttendRange(g, k_cache, v_cache, a, b, h, group, scale_log2,
+                  WindowBegin(a, b), len, s);
       const int64_t row0 = b * Hq + static_cast<int64_t>(h) * group;
       cpu_attention::WriteRows(s.st, group, D, a.out + row0 * D, D,
                                a.lse != nullptr ? a.lse + row0 : nullptr, 1);
@@ -89,14 +99,16 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
     return;
   }
 
-  // v2 (background.md §4.2): split-KV. Partition p of sequence b covers
-  // [p * ps, min((p + 1) * ps, len)); it writes max_logits / exp_sums /
-  // tmp_out [B, Hq, P] (+ [D]) with P = max partitions over the batch.
+  // v2 (background.md §4.2): split-KV over the visible tokens [w, len) (w =
+  // WindowBegin: 0 without a window, so out-of-window pages get no
+  // partition). Partition p of sequence b covers [w + p * ps,
+  // min(w + (p + 1) * ps, len)); it writes max_logits / exp_sums / tmp_out
+  // [B, Hq, P] (+ [D]) with P = max partitions over the batch.
   const int64_t ps = a.partition_size;
   int64_t P = 0;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
-    P = std::max(P, (len + ps - 1) / ps);
+    P = std::max(P, (len - WindowBegin(a, b) + ps - 1) / ps);
   }
   std::vector<float> max_logits(B * Hq * P), exp_sums(B * Hq * P);
   std::vector<float> tmp_out(B * Hq * P * D);
@@ -105,7 +117,7 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
     const int64_t b = task / P / Hkv;
     const int32_t h = static_cast<int32_t>(task / P % Hkv);
     const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
-    const int64_t begin = p * ps;
+    const int64_t begin = WindowBegin(a, b) + p * ps;
     if (begin >= len) return;  // this sequence has fewer partitions
     const cpu_attention::TaskBuffers s =
         cpu_attention::AcquireTaskBuffers(group, D);
@@ -125,7 +137,7 @@ void DecodeTyped(const KvPool& pool, int layer, const DecodeAttentionArgs& a,
   });
   // Combine per (sequence, q head): w_p = l_p 2^(m_p - M) / L.
   ParallelFor(threads, B, [&](int64_t b) {
-    const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b];
+    const int64_t len = a.kv_indptr[b + 1] - a.kv_indptr[b] - WindowBegin(a, b);
     const int32_t num_partitions = static_cast<int32_t>((len + ps - 1) / ps);
     for (int32_t hq = 0; hq < Hq; ++hq) {
       const int64_t row = b * Hq + hq;

@@ -30,15 +30,19 @@ struct DecodeAttentionArgs {
   int32_t num_q_heads = 0;     // Hq, a positive multiple of num_kv_heads
   float sm_scale = 0.0f;       // softmax scale, natural units (e.g. 1/sqrt(D))
   int32_t partition_size = 0;  // tokens; 0 = v1, > 0 = v2 split-KV
-  float* out = nullptr;        // [B, Hq, D], every element written
-  float* lse = nullptr;        // optional [B, Hq], natural log
+  // Sliding window (ExtendAttentionArgs::window_left): -1 = the whole
+  // context; w >= 0: the query (the last context token, position len - 1)
+  // sees the last w + 1 tokens only; pages before them are never read.
+  int32_t window_left = -1;
+  float* out = nullptr;  // [B, Hq, D], every element written
+  float* lse = nullptr;  // optional [B, Hq], natural log
 };
 
 // Computes out (and lse) for each sequence. A sequence with 0 context tokens
 // gets out = 0 and lse = -inf. Preconditions (checked, abort on violation):
 // kv_indptr starts at 0 and is non-decreasing, kv_indices.size() >=
 // kv_indptr[B], slots in [0, capacity_slots), num_q_heads a positive multiple
-// of num_kv_heads, partition_size >= 0.
+// of num_kv_heads, partition_size >= 0, window_left >= -1.
 // threads: optional, parallel over (sequence, kv head) for v1 and
 // (sequence, kv head, partition) for v2.
 void DecodeAttention(const KvPool& pool, int layer,

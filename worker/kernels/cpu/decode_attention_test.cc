@@ -36,7 +36,8 @@ struct DecodeCase {
   int group;
   int head_dim;
   std::vector<int> seq_lens;
-  int partition_size;  // 0 = v1
+  int partition_size;    // 0 = v1
+  int window_left = -1;  // -1: the whole context
 
   std::string Name() const {
     std::string s =
@@ -44,6 +45,7 @@ struct DecodeCase {
                      page_size, "/hkv", num_kv_heads, "/g", group, "/d",
                      head_dim, "/part", partition_size, "/lens");
     for (int l : seq_lens) absl::StrAppend(&s, "_", l);
+    absl::StrAppend(&s, "/window_left", window_left);
     return s;
   }
 };
@@ -84,6 +86,7 @@ DecodeResult RunDecodeCase(const DecodeCase& c, uint64_t seed,
   args.kv_indices = kv_indices;
   args.num_q_heads = hq;
   args.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  args.window_left = c.window_left;
   args.partition_size = c.partition_size;
   args.out = r.out.data();
   args.lse = r.lse.data();
@@ -107,7 +110,7 @@ DecodeResult RunDecodeCase(const DecodeCase& c, uint64_t seed,
     }
     std::vector<double> ref_out, ref_lse;
     ReferenceAttention(qd, kd, vd, 1, lk, hq, hkv, D, args.sm_scale, &ref_out,
-                       &ref_lse);
+                       &ref_lse, c.window_left);
     int bad = 0;
     for (int i = 0; i < hq * D && bad < 5; ++i) {
       const float got = r.out[int64_t{b} * hq * D + i];
@@ -166,6 +169,27 @@ TEST(DecodeAttentionTest, V1AndV2MatchDenseReferenceAcrossLayoutsDtypes) {
       }
     }
   }
+}
+
+// Sliding windows W (window_left = W - 1) in {1, 15, 16, 17, 64, 4095} x
+// page sizes {1, 16, 64}, v1 and v2: lengths W - 1 (shorter than the
+// window), W, W + 64 and W + 128 (the window's first token is the first of a
+// page for every page size), W + 5 and 3 W + 1 (edge inside a page), 1.
+TEST(DecodeAttentionTest, SlidingWindowMatchesDenseReference) {
+  const uint64_t seed = TestSeed("DecodeAttentionTest.Window");
+  CpuThreadPool threads(2);
+  testing::ForEachWindowCase([&](const testing::WindowCase& w) {
+    const int W = w.window, i = w.index;
+    std::vector<int> lens{W, W + 64, W + 128, W + 5, 1};
+    if (W > 1) lens.push_back(W - 1);
+    if (W < 4095) lens.push_back(3 * W + 1);
+    for (int partition : {0, 64}) {
+      DecodeCase c{w.layout, w.dtype, w.page_size, 2,    i % 2 ? 1 : 4,
+                   64,       lens,    partition,   W - 1};
+      RunDecodeCase(c, seed + 2 * i + partition / 64,
+                    i % 2 ? &threads : nullptr);
+    }
+  });
 }
 
 TEST(DecodeAttentionTest, GqaGroupsAndHeadDims) {

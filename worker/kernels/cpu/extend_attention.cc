@@ -43,6 +43,7 @@ void Validate(const KvPool& pool, const ExtendAttentionArgs& a) {
   cpu_attention::CheckKvIndicesAndHeads(pool.geometry(), a.kv_indptr,
                                         a.kv_indices, a.num_q_heads,
                                         "ExtendAttention");
+  if (a.window_left < -1) Fail("window_left < -1");
   if (a.qo_indptr.back() > 0 && (a.q == nullptr || a.k_extend == nullptr ||
                                  a.v_extend == nullptr || a.out == nullptr)) {
     Fail("q, k_extend, v_extend or out is null");
@@ -103,20 +104,44 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
     const RowStates& st = buf.st;
     st.Reset(rows, D);
 
-    // Stage 1 (background.md §3.4): prefix tiles from the pool, fully visible.
+    // Sliding window: query i (absolute position lp + i) sees keys from
+    // lp + i - window_left on, so the block's first query bounds the keys
+    // read at all: tiles start there and earlier pages are never gathered.
+    const bool windowed = a.window_left >= 0;
+    const int64_t window_lo =
+        windowed ? lp + task.q_begin - a.window_left : int64_t{0};
+    // Row r's first visible key relative to a tile starting at absolute key
+    // j0; returns whether any row of the tile is cut by the window.
+    auto set_first = [&](int64_t j0) {
+      if (!windowed || lp + task.q_end - 1 - a.window_left <= j0) return false;
+      for (int32_t r = 0; r < rows; ++r) {
+        const int64_t i = lp + task.q_begin + r / group;
+        buf.first[r] = static_cast<int>(
+            std::clamp<int64_t>(i - a.window_left - j0, 0, kTileTokens));
+      }
+      return true;
+    };
+
+    // Stage 1 (background.md §3.4): prefix tiles from the pool, fully visible
+    // up to the window's left edge.
     const int64_t* slots = a.kv_indices.data() + a.kv_indptr[task.seq];
-    for (int64_t j0 = 0; j0 < lp; j0 += kTileTokens) {
+    for (int64_t j0 = std::max<int64_t>(0, window_lo); j0 < lp;
+         j0 += kTileTokens) {
       const int n = static_cast<int>(std::min<int64_t>(kTileTokens, lp - j0));
       GatherRows(g, k_cache, false, slots + j0, n, lp - j0, task.kv_head,
                  buf.k);
       GatherRows(g, v_cache, true, slots + j0, n, lp - j0, task.kv_head, buf.v);
-      AttendTileAnyD(buf.q, rows, D, buf.k, buf.v, n, nullptr, st, buf.scores);
+      const bool cut = set_first(j0);
+      AttendTileAnyD(buf.q, rows, D, buf.k, buf.v, n, nullptr, st, buf.scores,
+                     cut ? buf.first : nullptr);
     }
 
     // Stage 2: the new tokens, causal j' <= i; early exit at q_end: tiles
     // starting at or after the block's last query are never loaded.
     const int32_t extend_end = task.q_end;
-    for (int32_t j0 = 0; j0 < extend_end; j0 += kTileTokens) {
+    const int32_t extend_begin =
+        static_cast<int32_t>(std::max<int64_t>(0, window_lo - lp));
+    for (int32_t j0 = extend_begin; j0 < extend_end; j0 += kTileTokens) {
       const int n = std::min(kTileTokens, extend_end - j0);
       for (int t = 0; t < n; ++t) {
         const int64_t src = (qo_start + j0 + t) * kv_row +
@@ -133,8 +158,10 @@ void ExtendTyped(const KvPool& pool, int layer, const ExtendAttentionArgs& a,
           buf.visible[r] = std::clamp(i + 1 - j0, 0, n);
         }
       }
+      const bool cut = set_first(lp + j0);
       AttendTileAnyD(buf.q, rows, D, buf.k, buf.v, n,
-                     diagonal ? buf.visible : nullptr, st, buf.scores);
+                     diagonal ? buf.visible : nullptr, st, buf.scores,
+                     cut ? buf.first : nullptr);
     }
 
     for (int32_t i = 0; i < mb; ++i) {

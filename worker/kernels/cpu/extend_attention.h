@@ -44,9 +44,17 @@ struct ExtendAttentionArgs {
   absl::Span<const int64_t> kv_indices;  // [kv_indptr[B]] prefix slots
   int32_t num_q_heads = 0;  // Hq, a multiple of Hkv (GQA group size Hq/Hkv)
   float sm_scale = 0.0f;    // softmax scale, natural units (e.g. 1/sqrt(D))
-  float* out = nullptr;     // [total_q, Hq, D], every element written
-  float* lse = nullptr;     // optional [total_q, Hq]: natural-log LSE of
-                            // scaled logits sm_scale*q.k over visible keys
+  // Sliding window (docs/architecture.md, "Sliding-window attention"): -1 =
+  // full causal attention; w >= 0: the query at absolute position p (prefix
+  // tokens are positions [0, Lp), new token i is Lp + i) sees only keys at
+  // positions [p - w, p]. A Hugging Face sliding_window W is w = W - 1
+  // (transformers masking_utils.sliding_window_overlay: kv_idx > q_idx - W;
+  // vLLM's window_size = (W - 1, 0)). Prefix keys left of the block's window
+  // are never read.
+  int32_t window_left = -1;
+  float* out = nullptr;  // [total_q, Hq, D], every element written
+  float* lse = nullptr;  // optional [total_q, Hq]: natural-log LSE of
+                         // scaled logits sm_scale*q.k over visible keys
 };
 
 // Computes out (and lse) for every new token of every sequence from the pool
@@ -55,7 +63,8 @@ struct ExtendAttentionArgs {
 // Preconditions (checked, abort on violation: these are programming errors):
 // qo_indptr and kv_indptr have the same size >= 1, start at 0 and are
 // non-decreasing; kv_indices.size() >= kv_indptr[B]; prefix slots lie in
-// [0, capacity_slots); num_q_heads is a positive multiple of num_kv_heads.
+// [0, capacity_slots); num_q_heads is a positive multiple of num_kv_heads;
+// window_left >= -1.
 // threads: optional, parallel over (sequence, kv head, query block).
 void ExtendAttention(const KvPool& pool, int layer,
                      const ExtendAttentionArgs& args, CpuThreadPool* threads);

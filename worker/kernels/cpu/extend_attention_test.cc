@@ -41,6 +41,7 @@ struct ExtendCase {
   std::vector<int> prefix_lens;
   std::vector<int> extend_lens;
   bool use_threads;
+  int window_left = -1;  // -1: full causal attention
 
   std::string Name() const {
     std::string s = absl::StrCat(KvLayoutName(layout), "/", DTypeName(dtype),
@@ -49,6 +50,7 @@ struct ExtendCase {
     for (int p : prefix_lens) absl::StrAppend(&s, "_", p);
     absl::StrAppend(&s, "/extend");
     for (int e : extend_lens) absl::StrAppend(&s, "_", e);
+    absl::StrAppend(&s, "/window_left", window_left);
     return s;
   }
 };
@@ -99,6 +101,7 @@ std::vector<float> RunExtendCase(const ExtendCase& c, uint64_t seed,
   args.kv_indices = kv_indices;
   args.num_q_heads = hq;
   args.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  args.window_left = c.window_left;
   args.out = out.data();
   args.lse = lse.data();
   ExtendAttention(pool, layer, args, threads);
@@ -130,7 +133,7 @@ std::vector<float> RunExtendCase(const ExtendCase& c, uint64_t seed,
     }
     std::vector<double> ref_out, ref_lse;
     ReferenceAttention(qd, kd, vd, le, lk, hq, hkv, D, args.sm_scale, &ref_out,
-                       &ref_lse);
+                       &ref_lse, c.window_left);
     int bad = 0;
     for (size_t i = 0; i < ref_out.size() && bad < 5; ++i) {
       const float got = out[static_cast<size_t>(qo_indptr[b]) * hq * D + i];
@@ -227,6 +230,40 @@ TEST(ExtendAttentionTest, ThreadedEqualsInline) {
   const std::vector<float> b = RunExtendCase(c, seed, nullptr);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
+// Sliding windows W (window_left = W - 1) in {1, 15, 16, 17, 64, 4095} x
+// page sizes {1, 16, 64}: windows smaller than a page, windows whose left
+// edge falls exactly on a page boundary (prefix 64 + W: query 0's edge is
+// position 64), prefixes longer than the window (the block's out-of-window
+// pages are skipped) and extends longer than the window (its edge inside the
+// new tokens), over all layouts and dtypes in turn.
+TEST(ExtendAttentionTest, SlidingWindowMatchesDenseReference) {
+  const uint64_t seed = TestSeed("ExtendAttentionTest.Window");
+  CpuThreadPool threads(2);
+  testing::ForEachWindowCase([&](const testing::WindowCase& w) {
+    const int W = w.window;
+    const int long_prefix = W >= 4095 ? W + 150 : 64 + W;
+    ExtendCase c{w.layout,
+                 w.dtype,
+                 w.page_size,
+                 /*num_kv_heads=*/2,
+                 w.index % 2 == 0 ? 4 : 1,
+                 64,
+                 {0, long_prefix, 5, 3 * W + 1},
+                 {70, 9, 2 * W + 3 > 200 ? 40 : 2 * W + 3, 1},
+                 w.index % 2 == 1,
+                 W - 1};
+    RunExtendCase(c, seed + w.index, c.use_threads ? &threads : nullptr);
+  });
+}
+
+// window_left 0 (W = 1): every query sees only itself, so out is its own v.
+TEST(ExtendAttentionTest, WindowOneIsOwnValue) {
+  const uint64_t seed = TestSeed("ExtendAttentionTest.WindowOne");
+  RunExtendCase(
+      {KvLayout::kBSHD, DType::kF32, 16, 1, 2, 32, {40}, {20}, false, 0}, seed,
+      nullptr);
 }
 
 // qo_len 2, kv_len 3 (prefix 1): the mask rows are [1,1,0] and [1,1,1]

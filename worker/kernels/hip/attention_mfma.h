@@ -171,6 +171,45 @@ RADIXKV_HOST_DEVICE constexpr bool KeyVisible(bool prefix, int key, int lp,
   return prefix ? key < lp : key <= row;
 }
 
+// Sliding window (ExtendParams::window_left, -1 = none): the key's absolute
+// position (prefix key j is j, extend key j is lp + j) is at least the
+// row's position lp + row minus window_left.
+RADIXKV_HOST_DEVICE constexpr bool KeyInWindow(bool prefix, int key, int lp,
+                                               int row, int window_left) {
+  return window_left < 0 || (prefix ? key : lp + key) >= lp + row - window_left;
+}
+
+// The K/V tiles of kN keys a block of query rows [m0, m0 + block_m) reads:
+// prefix tiles from first_prefix, then extend tiles from first_extend up to
+// the block's causal end; a sliding window drops the tiles wholly left of
+// the block's first row's window (their pages are never read).
+struct BlockTiles {
+  int32_t first_prefix, prefix_tiles, first_extend, extend_tiles;
+
+  RADIXKV_HOST_DEVICE BlockTiles(int32_t lp, int32_t le, int32_t m0,
+                                 int32_t block_m, int32_t kn,
+                                 int32_t window_left) {
+    const int32_t lo = window_left >= 0 ? lp + m0 - window_left : 0;
+    const int32_t all_prefix = (lp + kn - 1) / kn;
+    first_prefix = lo <= 0 ? 0 : lo >= lp ? all_prefix : lo / kn;
+    first_extend = lo <= lp ? 0 : (lo - lp) / kn;
+    prefix_tiles = all_prefix - first_prefix;
+    const int32_t extend_end = le < m0 + block_m ? le : m0 + block_m;
+    extend_tiles = (extend_end + kn - 1) / kn - first_extend;
+  }
+  RADIXKV_HOST_DEVICE int32_t num_tiles() const {
+    return prefix_tiles + extend_tiles;
+  }
+  RADIXKV_HOST_DEVICE bool prefix(int32_t it) const {
+    return it < prefix_tiles;
+  }
+  // First key index (within its stage) of tile `it`.
+  RADIXKV_HOST_DEVICE int32_t key0(int32_t it, int32_t kn) const {
+    return it < prefix_tiles ? (first_prefix + it) * kn
+                             : (first_extend + it - prefix_tiles) * kn;
+  }
+};
+
 // Reference max of the online softmax (base 2): a row that has seen only
 // masked keys keeps m = -inf and uses 0 so that exp2(-inf - 0) = 0.
 RADIXKV_HOST_DEVICE constexpr float SoftmaxReference(float m_new) {
@@ -245,13 +284,21 @@ struct WaveAttention {
   // lane's row wave_row0 + LaneRow(lane); an extend tile entirely above the
   // wavefront's 16 rows is skipped: wave-uniform). k_tile is [kN][KTileStride],
   // vt_tile [D][VtTileStride]; scale_log2 = sm_scale * log2(e).
+  // window_left >= 0: a sliding window (KeyInWindow); a tile wholly left of
+  // every row's window is skipped (wave-uniform), a cut one masked.
   RADIXKV_HOST_DEVICE void Tile(const uint16_t* k_tile, const uint16_t* vt_tile,
                                 bool prefix, int32_t key0, int32_t lp,
-                                int32_t wave_row0, float scale_log2) {
+                                int32_t wave_row0, float scale_log2,
+                                int32_t window_left = -1) {
     if (!prefix && key0 > wave_row0 + 15) return;  // early exit
+    const int32_t pos0 = prefix ? key0 : lp + key0;
+    const int32_t edge0 = lp + wave_row0 - window_left;
+    if (window_left >= 0 && pos0 + kN - 1 < edge0) return;  // left of window
     Acc s[kKSteps];
     Scores(s, k_tile);
-    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > wave_row0;
+    const bool cut = window_left >= 0 && pos0 < edge0 + 15;
+    const bool need_mask =
+        cut || (prefix ? key0 + kN > lp : key0 + kN - 1 > wave_row0);
     const int lane = Ops::LaneId();
     const int32_t row = wave_row0 + LaneRow(lane);
 #pragma unroll
@@ -259,7 +306,9 @@ struct WaveAttention {
 #pragma unroll
       for (int i = 0; i < kItems; ++i) {
         const int32_t key = key0 + 16 * j + ScoreKey(lane, i);
-        const bool ok = !need_mask || KeyVisible(prefix, key, lp, row);
+        const bool ok = !need_mask || (KeyVisible(prefix, key, lp, row) &&
+                                       KeyInWindow(prefix, key, lp, row,
+                                                   window_left));
         s[j][i] = ok ? s[j][i] * scale_log2 : -INFINITY;
       }
     }

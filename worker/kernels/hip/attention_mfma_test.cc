@@ -305,6 +305,7 @@ struct Problem {
   std::vector<uint16_t> k_cache, v_cache;  // the paged pool
   std::vector<uint16_t> q, k_ext, v_ext;   // [total_q, H, D]
   std::vector<std::vector<float>> kp, vp;  // per sequence [lp][Hkv][D]
+  int32_t window_left = -1;                // sliding window, -1 = none
 };
 
 Problem MakeProblem(std::mt19937& rng, const std::vector<Sequence>& seqs,
@@ -393,15 +394,21 @@ void Reference(const Problem& pr, std::vector<double>& out,
           }
           return s * scale;
         };
+        // Window: key position (j, or lp + j) >= lp + i - window_left.
+        const int32_t lo =
+            pr.window_left >= 0 ? lp + i - pr.window_left : INT32_MIN;
         for (int32_t j = 0; j < lp; ++j) {
           const float* kr = &pr.kp[b][(static_cast<size_t>(j) * hkv + kvh) * D];
-          logits.push_back(dot_q([&](int32_t d) { return double{kr[d]}; }));
+          logits.push_back(j >= lo
+                               ? dot_q([&](int32_t d) { return double{kr[d]}; })
+                               : -INFINITY);
         }
         for (int32_t j = 0; j <= i; ++j) {
           const size_t kr = (static_cast<size_t>(q0 + j) * hkv + kvh) * D;
-          logits.push_back(dot_q([&](int32_t d) {
+          logits.push_back(lp + j >= lo ? dot_q([&](int32_t d) {
             return double{ElemToFloat(pr.k_ext[kr + d], pr.bf16)};
-          }));
+          })
+                                        : -INFINITY);
         }
         double mx = -INFINITY;
         for (double s : logits) mx = std::max(mx, s);
@@ -459,17 +466,16 @@ bool EmulateExtendMfma(const Problem& pr, std::vector<uint16_t>& out,
         const int64_t kv_start = pr.kv_indptr[b];
         const int32_t lp = pr.kv_indptr[b + 1] - pr.kv_indptr[b];
         const int32_t kvh = h / group;
-        const int32_t prefix_tiles = (lp + kN - 1) / kN;
-        const int32_t extend_end = std::min(le, m0 + kBlockM);
-        const int32_t num_tiles = prefix_tiles + (extend_end + kN - 1) / kN;
+        const BlockTiles tiles(lp, le, m0, kBlockM, kN, pr.window_left);
+        const int32_t num_tiles = tiles.num_tiles();
         // The block's LDS tiles, one pair per iteration. Poisoned first: a
         // fragment read of anything not written (padding, a wrong offset)
         // turns the row into NaN.
         std::vector<std::vector<uint16_t>> k_tiles(num_tiles),
             vt_tiles(num_tiles);
         for (int32_t it = 0; it < num_tiles; ++it) {
-          const bool prefix = it < prefix_tiles;
-          const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+          const bool prefix = tiles.prefix(it);
+          const int32_t key0 = tiles.key0(it, kN);
           k_tiles[it].assign(kN * KTileStride<D>(), nan_bits);
           vt_tiles[it].assign(D * VtTileStride<kN>(), nan_bits);
           const std::vector<uint16_t>& ksrc = prefix ? pr.k_cache : pr.k_ext;
@@ -510,10 +516,9 @@ bool EmulateExtendMfma(const Problem& pr, std::vector<uint16_t>& out,
             WaveAttention<D, kN, kBf16, HostOps> att;
             att.Init(row < le ? &pr.q[orow * D] : nullptr);
             for (int32_t it = 0; it < num_tiles; ++it) {
-              const bool prefix = it < prefix_tiles;
-              const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
-              att.Tile(k_tiles[it].data(), vt_tiles[it].data(), prefix, key0,
-                       lp, wave_row0, pr.scale_log2);
+              att.Tile(k_tiles[it].data(), vt_tiles[it].data(),
+                       tiles.prefix(it), tiles.key0(it, kN), lp, wave_row0,
+                       pr.scale_log2, pr.window_left);
             }
             att.Finish();
             if (row < le) att.Store(&out[orow * D], &lse[orow]);
@@ -530,11 +535,13 @@ struct Case {
   int32_t page_size;
   int32_t head_dim;
   bool bf16;
+  int32_t window_left = -1;  // sliding window (W - 1), -1 = none
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << KvLayoutName(c.layout) << " page " << c.page_size << " D "
-      << c.head_dim << (c.bf16 ? " bf16" : " fp16");
+      << c.head_dim << (c.bf16 ? " bf16" : " fp16") << " window_left "
+      << c.window_left;
 }
 
 class ExtendMfmaEmulationTest : public ::testing::TestWithParam<Case> {};
@@ -549,8 +556,9 @@ TEST_P(ExtendMfmaEmulationTest, MatchesFloat64Reference) {
   // Partial prefix tiles (37, 130), an empty prefix, two m-blocks (81 rows),
   // extend lengths that are not multiples of 16.
   const std::vector<Sequence> seqs = {{0, 70}, {37, 5}, {130, 81}};
-  const Problem pr =
+  Problem pr =
       MakeProblem(rng, seqs, c.layout, c.page_size, c.head_dim, c.bf16);
+  pr.window_left = c.window_left;
   const uint16_t poison = c.bf16 ? 0x7fc0 : 0x7e00;
   std::vector<uint16_t> out(pr.q.size(), poison);
   std::vector<float> lse(pr.q.size() / c.head_dim, NAN);
@@ -600,12 +608,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{KvLayout::kVllm, 16, 64, true},
                       Case{KvLayout::kVllm, 8, 256, true},
                       Case{KvLayout::kBSHD, 16, 128, false},
-                      Case{KvLayout::kVllm, 16, 128, false}),
+                      Case{KvLayout::kVllm, 16, 128, false},
+                      // Sliding windows W = 1, 17 (prefix 130: the block's
+                      // first prefix tile is skipped), 64 (a whole tile).
+                      Case{KvLayout::kBSHD, 16, 64, true, 0},
+                      Case{KvLayout::kVllm, 16, 128, false, 16},
+                      Case{KvLayout::kBHSD, 1, 128, true, 63},
+                      Case{KvLayout::kBSHD, 4, 256, true, 16}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       return std::string(KvLayoutName(c.layout)) + "_p" +
              std::to_string(c.page_size) + "_d" + std::to_string(c.head_dim) +
-             (c.bf16 ? "_bf16" : "_fp16");
+             (c.bf16 ? "_bf16" : "_fp16") +
+             (c.window_left >= 0 ? "_wl" + std::to_string(c.window_left) : "");
     });
 
 }  // namespace

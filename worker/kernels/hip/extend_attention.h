@@ -37,8 +37,10 @@ struct ExtendParams {
   const int32_t* kv_indptr;
   const int64_t* kv_indices;
   int32_t num_q_heads;
-  int32_t group;     // query heads per KV head
-  float scale_log2;  // sm_scale * log2(e)
+  int32_t group;        // query heads per KV head
+  float scale_log2;     // sm_scale * log2(e)
+  int32_t window_left;  // -1 = full causal; w >= 0: key position >= row
+                        // position - w (positions: prefix 0.., new Lp + i)
   uint16_t* out;
   float* lse;
   int32_t num_m_blocks;  // query-row blocks of the longest extend (grid x)

@@ -68,10 +68,12 @@ bool WgmmaAllowed() {
 }
 
 // The launch on the tensor-core path: wgmma where it has a kernel, else
-// mma.sync.
+// mma.sync. The wgmma kernels take no sliding window: a windowed launch
+// uses mma.sync.
 int LaunchMatrixCore(const ExtendParams& p, const internal::ExtendLaunch& a) {
   const int head_dim = a.geometry.head_dim;
-  if ((head_dim == 64 || head_dim == 128) && WgmmaAllowed()) {
+  if ((head_dim == 64 || head_dim == 128) && WgmmaAllowed() &&
+      p.window_left < 0) {
 #if defined(RADIXKV_EXTEND_WITH_PERSISTENT)
     const char* variant = std::getenv("RADIXKV_WGMMA_VARIANT");
     if (variant != nullptr && std::string_view(variant) == "persistent") {
@@ -132,6 +134,7 @@ ExtendParams MakeExtendParams(const internal::ExtendLaunch& a) {
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / a.geometry.num_kv_heads;
   p.scale_log2 = a.scale_log2;
+  p.window_left = a.window_left;
   p.out = static_cast<uint16_t*>(a.out);
   p.lse = a.lse;
   p.num_m_blocks = 0;

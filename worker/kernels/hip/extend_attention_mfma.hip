@@ -88,10 +88,8 @@ __global__ void __launch_bounds__(kMfmaWaves * 64)
   const bool v_strided = p.g.layout == KvLayout::kVllm;
   const int64_t v_stride = p.g.VDimStride();
 
-  const int32_t prefix_tiles = (lp + kN - 1) / kN;
-  const int32_t extend_end = le < m0 + kMfmaBlockM ? le : m0 + kMfmaBlockM;
-  const int32_t extend_tiles = (extend_end + kN - 1) / kN;
-  const int32_t num_tiles = prefix_tiles + extend_tiles;
+  const mfma::BlockTiles tiles(lp, le, m0, kMfmaBlockM, kN, p.window_left);
+  const int32_t num_tiles = tiles.num_tiles();
 
   const int32_t wave_row0 = m0 + wave * 16;  // first extend row of the wave
   const int32_t my_row = wave_row0 + mfma::LaneRow(lane);
@@ -103,8 +101,8 @@ __global__ void __launch_bounds__(kMfmaWaves * 64)
                        : nullptr);
 
   for (int32_t it = 0; it < num_tiles; ++it) {
-    const bool prefix = it < prefix_tiles;
-    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const bool prefix = tiles.prefix(it);
+    const int32_t key0 = tiles.key0(it, kN);
     if (tid < kN) {
       const int32_t key = key0 + tid;
       int64_t kb = -1, vb = -1;
@@ -152,7 +150,8 @@ __global__ void __launch_bounds__(kMfmaWaves * 64)
       }
     }
     __syncthreads();
-    att.Tile(k_tile, vt_tile, prefix, key0, lp, wave_row0, p.scale_log2);
+    att.Tile(k_tile, vt_tile, prefix, key0, lp, wave_row0, p.scale_log2,
+             p.window_left);
     __syncthreads();  // the tiles and bases are rewritten next iteration
   }
   att.Finish();

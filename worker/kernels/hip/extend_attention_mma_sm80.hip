@@ -92,15 +92,23 @@ __global__ void __launch_bounds__(kWarps * 32) ExtendMmaKernel(ExtendParams p) {
   const bool v_strided = p.g.layout == KvLayout::kVllm;
   const int64_t v_stride = p.g.VDimStride();
 
-  const int32_t prefix_tiles = (lp + kN - 1) / kN;
+  // Sliding window: the block's first row (position lp + m0) sees keys
+  // from position lo on, so tiles wholly before lo (prefix pages included)
+  // are never loaded; `first_*` count tiles from the start of each stage.
+  const bool windowed = p.window_left >= 0;
+  const int32_t lo = windowed ? lp + m0 - p.window_left : 0;
+  const int32_t all_prefix = (lp + kN - 1) / kN;
+  const int32_t first_prefix = lo <= 0 ? 0 : lo >= lp ? all_prefix : lo / kN;
+  const int32_t first_extend = lo <= lp ? 0 : (lo - lp) / kN;
+  const int32_t prefix_tiles = all_prefix - first_prefix;
   const int32_t extend_end = le < m0 + kBlockM ? le : m0 + kBlockM;
-  const int32_t extend_tiles = (extend_end + kN - 1) / kN;
+  const int32_t extend_tiles = (extend_end + kN - 1) / kN - first_extend;
   const int32_t num_tiles = prefix_tiles + extend_tiles;
 
   // Prefix slot of this thread's key in tile `it` (-1 if none); the load for
   // tile it + 1 is issued one tile ahead so its latency overlaps compute.
   auto load_slot = [&](int32_t it) -> int64_t {
-    const int32_t key = it * kN + tid;
+    const int32_t key = (first_prefix + it) * kN + tid;
     return (tid < kN && it < prefix_tiles && key < lp)
                ? p.kv_indices[kv_start + key]
                : int64_t{-1};
@@ -109,7 +117,8 @@ __global__ void __launch_bounds__(kWarps * 32) ExtendMmaKernel(ExtendParams p) {
   auto issue = [&](int32_t it) {
     const int stage = it & 1;
     const bool prefix = it < prefix_tiles;
-    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const int32_t key0 = prefix ? (first_prefix + it) * kN
+                                : (first_extend + it - prefix_tiles) * kN;
     const int64_t slot = next_slot;
     next_slot = load_slot(it + 1);
     if (tid < kN) {
@@ -177,12 +186,21 @@ __global__ void __launch_bounds__(kWarps * 32) ExtendMmaKernel(ExtendParams p) {
     __syncthreads();
     const int stage = it & 1;
     const bool prefix = it < prefix_tiles;
-    const int32_t key0 = (prefix ? it : it - prefix_tiles) * kN;
+    const int32_t key0 = prefix ? (first_prefix + it) * kN
+                                : (first_extend + it - prefix_tiles) * kN;
     // Extend tiles entirely above this warp's rows contribute nothing.
     if (!prefix && key0 > warp_row0 + 15) continue;
+    // Absolute position of the tile's first key; the window edges of this
+    // warp's rows are lp + row - window_left.
+    const int32_t pos0 = prefix ? key0 : lp + key0;
+    const int32_t edge0 = lp + warp_row0 - p.window_left;
+    // Tiles wholly left of every row's window contribute nothing.
+    if (windowed && pos0 + kN - 1 < edge0) continue;
     float s[Warp::kSTiles][4];
     att.Scores(s, k_tiles + stage * kN * D);
-    const bool need_mask = prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0;
+    const bool cut = windowed && pos0 < edge0 + 15;
+    const bool need_mask =
+        cut || (prefix ? key0 + kN > lp : key0 + kN - 1 > warp_row0);
     if (need_mask) {
 #pragma unroll
       for (int j = 0; j < Warp::kSTiles; ++j) {
@@ -190,8 +208,10 @@ __global__ void __launch_bounds__(kWarps * 32) ExtendMmaKernel(ExtendParams p) {
         for (int i = 0; i < 4; ++i) {
           const int32_t key = key0 + j * 8 + 2 * t4 + (i & 1);
           const int32_t row = warp_row0 + g + 8 * (i >> 1);
-          const bool ok = prefix ? key < lp : key <= row;
-          s[j][i] = ok ? s[j][i] * p.scale_log2 : -INFINITY;
+          const bool causal = prefix ? key < lp : key <= row;
+          const bool in_window =
+              !windowed || (prefix ? key : lp + key) >= lp + row - p.window_left;
+          s[j][i] = causal && in_window ? s[j][i] * p.scale_log2 : -INFINITY;
         }
       }
     } else {

@@ -58,6 +58,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) o[e] = o[e] * alpha + pe * vf[e];
   };
+  // Sliding window: keys from position lp + i - window_left on (prefix key j
+  // is position j, new key j is lp + j); the loops start there.
+  const int32_t lo = p.window_left >= 0 ? lp + i - p.window_left : 0;
   // Stage 1: prefix, no mask.
   int64_t k_delta[kPerLane], v_delta[kPerLane];
   const int64_t k0 = p.g.KOffset(0, kvh, 0), v0 = p.g.VOffset(0, kvh, 0);
@@ -66,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
     k_delta[e] = p.g.KOffset(0, kvh, d0 + e) - k0;
     v_delta[e] = p.g.VOffset(0, kvh, d0 + e) - v0;
   }
-  for (int32_t j = 0; j < lp; ++j) {
+  for (int32_t j = lo > 0 ? lo : 0; j < lp; ++j) {
     const int64_t slot = p.kv_indices[kv_start + j];
     const int64_t kb = p.g.KOffset(slot, kvh, 0);
     const int64_t vb = p.g.VOffset(slot, kvh, 0);
@@ -79,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
     update(kf, vf);
   }
   // Stage 2: extend, causal j <= i (loop bound is the early exit).
-  for (int32_t j = 0; j <= i; ++j) {
+  for (int32_t j = lo > lp ? lo - lp : 0; j <= i; ++j) {
     const int64_t base = (static_cast<int64_t>(qo_start + j) * hkv + kvh) * D;
     float kf[kPerLane], vf[kPerLane];
 #pragma unroll

@@ -141,11 +141,20 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
       (args.kv_indices == nullptr && args.max_seq_len > 0)) {
     return absl::InvalidArgumentError("null decode pointer");
   }
+  if (args.window_left < -1) {
+    return absl::InvalidArgumentError("window_left < -1");
+  }
+  // Tokens a sequence actually reads: a window caps them at window_left + 1,
+  // which sizes the split (pages before the window get no partition).
+  const int32_t visible_len =
+      args.window_left >= 0 && args.window_left < args.max_seq_len
+          ? args.window_left + 1
+          : args.max_seq_len;
   int32_t partition_size = args.partition_size;
   if (partition_size < 0) {
     partition_size =
         ChooseDecodePartitionSize(args.batch_size, cache.geometry.num_kv_heads,
-                                  args.num_q_heads, args.max_seq_len);
+                                  args.num_q_heads, visible_len);
   }
   if (partition_size % kPartitionMultiple != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -165,6 +174,7 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
   a.max_seq_len = args.max_seq_len;
   a.scale_log2 = args.sm_scale * kLog2e;
   a.partition_size = partition_size;
+  a.window_left = args.window_left;
   a.out = args.out;
   a.lse = args.lse;
   a.path = ToInternal(args.path);
@@ -172,13 +182,13 @@ absl::Status Decode(const GpuKvCache& cache, const GpuDecodeArgs& args,
   if (partition_size > 0) {
     const size_t need = DecodeWorkspaceBytes(args.batch_size, args.num_q_heads,
                                              cache.geometry.head_dim,
-                                             args.max_seq_len, partition_size);
+                                             visible_len, partition_size);
     if (args.workspace == nullptr || args.workspace_bytes < need) {
       return absl::InvalidArgumentError(absl::StrCat("decode v2 needs ", need,
                                                      " workspace bytes, got ",
                                                      args.workspace_bytes));
     }
-    a.num_partitions = (args.max_seq_len + partition_size - 1) / partition_size;
+    a.num_partitions = (visible_len + partition_size - 1) / partition_size;
     const size_t rows = static_cast<size_t>(args.batch_size) *
                         args.num_q_heads * a.num_partitions;
     a.counters = static_cast<int32_t*>(args.workspace);
@@ -209,6 +219,9 @@ absl::Status Extend(const GpuKvCache& cache, const GpuExtendArgs& args,
       args.kv_indptr == nullptr || args.out == nullptr) {
     return absl::InvalidArgumentError("null extend pointer");
   }
+  if (args.window_left < -1) {
+    return absl::InvalidArgumentError("window_left < -1");
+  }
   internal::ExtendLaunch a{};
   a.geometry = cache.geometry;
   a.dtype = cache.dtype;
@@ -224,6 +237,7 @@ absl::Status Extend(const GpuKvCache& cache, const GpuExtendArgs& args,
   a.num_q_heads = args.num_q_heads;
   a.max_extend_len = args.max_extend_len;
   a.scale_log2 = args.sm_scale * kLog2e;
+  a.window_left = args.window_left;
   a.out = args.out;
   a.lse = args.lse;
   a.path = ToInternal(args.path);

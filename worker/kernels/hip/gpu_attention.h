@@ -104,10 +104,15 @@ struct GpuDecodeArgs {
   int32_t max_seq_len = 0;      // >= every kv_indptr[b+1] - kv_indptr[b] (host)
   int32_t num_q_heads = 0;      // Hq, a positive multiple of num_kv_heads
   float sm_scale = 0.0f;        // natural units, e.g. 1/sqrt(D)
-  int32_t partition_size = -1;  // -1 = ChooseDecodePartitionSize; 0 = v1;
-                                // > 0 = v2 (multiple of 64)
-  void* out = nullptr;          // [B, Hq, D] dtype, every element written
-  float* lse = nullptr;         // optional [B, Hq]; -inf for empty sequences
+  int32_t partition_size = -1;  // -1 = ChooseDecodePartitionSize (over the
+                                // visible tokens); 0 = v1; > 0 = v2
+                                // (multiple of 64)
+  // Sliding window, as DecodeAttentionArgs::window_left of the CPU kernel:
+  // -1 = the whole context; w >= 0: only the last w + 1 tokens are read, and
+  // v2 splits only those into partitions.
+  int32_t window_left = -1;
+  void* out = nullptr;   // [B, Hq, D] dtype, every element written
+  float* lse = nullptr;  // optional [B, Hq]; -inf for empty sequences
   // DecodeWorkspaceBytes(...) bytes, 16-aligned. MUST BE ZERO-FILLED ONCE
   // before its first use (e.g. hipMemset after hipMalloc) and then used only
   // by Decode: its first kDecodeCounterBytes are the fused combine's arrival
@@ -147,13 +152,20 @@ struct GpuExtendArgs {
   int32_t max_extend_len = 0;  // >= every qo_indptr[b+1] - qo_indptr[b]
   int32_t num_q_heads = 0;
   float sm_scale = 0.0f;
+  // Sliding window, as ExtendAttentionArgs::window_left of the CPU kernel:
+  // -1 = full causal attention; w >= 0: the query at absolute position p
+  // sees keys at positions [p - w, p]; prefix tiles left of a block's window
+  // are never loaded.
+  int32_t window_left = -1;
   void* out = nullptr;   // [total_q, Hq, D] dtype
   float* lse = nullptr;  // optional [total_q, Hq]
   KernelPath path = KernelPath::kAuto;
 };
 
 // Extend attention (SGLang's extend semantics): new token i of a sequence
-// sees all of its prefix and new tokens j <= i. Prefix K/V are read from
+// sees all of its prefix and new tokens j <= i (within window_left).
+// A window runs on the portable, mma.sync and MFMA kernels; the wgmma
+// kernels take none, so a windowed launch on their path uses mma.sync. Prefix K/V are read from
 // `cache`, the new tokens' K/V from k_extend/v_extend (ReshapeAndCache them
 // separately).
 absl::Status Extend(const GpuKvCache& cache, const GpuExtendArgs& args,

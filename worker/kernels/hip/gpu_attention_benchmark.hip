@@ -222,8 +222,10 @@ DeviceBuffer Upload(const std::vector<T>& v) {
 
 // ------------------------------------------------------------------ decode
 
+// window > 0: a sliding window of that many tokens (window_left window - 1);
+// the rate counts the K/V bytes actually read, the last `window` tokens.
 void BenchDecode(int32_t batch, int32_t len, int32_t page_size, double copy_gbs,
-                 std::mt19937_64& rng) {
+                 std::mt19937_64& rng, int32_t window = 0) {
   if (g_decode_batch != 0 && batch != g_decode_batch) return;
   const int kSets = 4;  // rotated input sets, > L2 in total
   const int32_t pages_per_seq = (len + page_size - 1) / page_size;
@@ -243,20 +245,26 @@ void BenchDecode(int32_t batch, int32_t len, int32_t page_size, double copy_gbs,
   DeviceBuffer q(size_t{2} * batch * kHq * kD),
       out(size_t{2} * batch * kHq * kD);
   testing::HashFill(q.get(), int64_t{batch} * kHq * kD, 13, true);
-  const double bytes = 2.0 * batch * len * kHkv * kD * 2 +  // K and V
-                       2.0 * 2 * batch * kHq * kD;          // q, out
-  const std::string shape = "B=" + std::to_string(batch) + " x " +
-                            std::to_string(len) + " ps" +
-                            std::to_string(page_size);
-  const int32_t auto_p = ChooseDecodePartitionSize(batch, kHkv, kHq, len);
+  const int32_t read = window > 0 && window < len ? window : len;
+  const double bytes = 2.0 * batch * read * kHkv * kD * 2 +  // K and V read
+                       2.0 * 2 * batch * kHq * kD;           // q, out
+  const std::string shape =
+      "B=" + std::to_string(batch) + " x " + std::to_string(len) + " ps" +
+      std::to_string(page_size) +
+      (window > 0 ? " win" + std::to_string(window) : "");
+  const int32_t auto_p = ChooseDecodePartitionSize(batch, kHkv, kHq, read);
   std::vector<std::pair<int32_t, KernelPath>> variants = {
       {0, KernelPath::kAuto},     {256, KernelPath::kAuto},
       {512, KernelPath::kAuto},   {1024, KernelPath::kAuto},
       {2048, KernelPath::kAuto},  {-1, KernelPath::kAuto},
       {-1, KernelPath::kPortable}};
   if (g_quick) variants = {{-1, KernelPath::kAuto}};
+  if (window > 0) {
+    variants = {{0, KernelPath::kAuto}, {256, KernelPath::kAuto},
+                {-1, KernelPath::kAuto}};
+  }
   for (auto [ps, path] : variants) {
-    if (ps > 0 && ps >= len) continue;
+    if (ps > 0 && ps >= read) continue;
     const int32_t eff = ps < 0 ? auto_p : ps;
     const size_t ws_bytes = DecodeWorkspaceBytes(batch, kHq, kD, len, eff);
     DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
@@ -271,6 +279,7 @@ void BenchDecode(int32_t batch, int32_t len, int32_t page_size, double copy_gbs,
     a.num_q_heads = kHq;
     a.sm_scale = 1.0f / std::sqrt(float(kD));
     a.partition_size = eff;
+    a.window_left = window > 0 ? window - 1 : -1;
     a.out = out.get();
     a.workspace = ws.get();
     a.workspace_bytes = ws_bytes;
@@ -444,6 +453,9 @@ int Main() {
   for (int32_t ps : {16, 1}) {
     if (!g_only.empty() && g_only != "decode") break;
     BenchDecode(64, 4096, ps, copy, rng);
+    // Sliding window 1024 at 4096 (Mistral-style): a quarter of the KV read;
+    // its time against the full-attention row above is the window's gain.
+    BenchDecode(64, 4096, ps, copy, rng, 1024);
     BenchDecode(256, 1024, ps, copy, rng);
     BenchDecode(1, 32768, ps, copy, rng);
   }

@@ -266,6 +266,7 @@ struct DecodeCase {
   // every run must match the reference and the first run bit for bit (the
   // fused combine's counters must be back at 0 after each launch).
   int32_t runs = 1;
+  int32_t window_left = -1;  // sliding window: the last w + 1 tokens
 };
 
 void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
@@ -289,6 +290,7 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
   DeviceBuffer d_lse = PoisonedBuffer(static_cast<size_t>(B) * hq * 4);
   int32_t ps = c.partition_size;
   if (ps < 0) ps = ChooseDecodePartitionSize(B, g.num_kv_heads, hq, max_len);
+  const int32_t t0 = c.window_left;  // reference: keys from n - 1 - w on
   const size_t ws_bytes = DecodeWorkspaceBytes(B, hq, D, max_len, ps);
   DeviceBuffer d_ws = PoisonedBuffer(ws_bytes);
   // The counter region is zero-filled once, as gpu_attention.h requires; the
@@ -305,6 +307,7 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
   a.num_q_heads = hq;
   a.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
   a.partition_size = ps;
+  a.window_left = c.window_left;
   a.out = d_out.get();
   a.lse = d_lse.as<float>();
   a.workspace = d_ws.get();
@@ -354,7 +357,8 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
         continue;
       }
       double m = -INFINITY;
-      for (int32_t t = 0; t < n; ++t) {
+      const int32_t first = t0 >= 0 ? std::max(0, n - 1 - t0) : 0;
+      for (int32_t t = first; t < n; ++t) {
         double dot = 0.0;
         for (int32_t d = 0; d < D; ++d) {
           dot += qf[bh * D + d] * kd[static_cast<size_t>(t) * D + d];
@@ -363,11 +367,11 @@ void RunDecode(const DecodeCase& c, std::mt19937_64& rng) {
         m = std::max(m, s[t]);
       }
       double l = 0.0;
-      for (int32_t t = 0; t < n; ++t) {
+      for (int32_t t = first; t < n; ++t) {
         s[t] = std::exp(s[t] - m);
         l += s[t];
       }
-      for (int32_t t = 0; t < n; ++t) {
+      for (int32_t t = first; t < n; ++t) {
         for (int32_t d = 0; d < D; ++d) {
           o[d] += s[t] / l * vd[static_cast<size_t>(t) * D + d];
         }
@@ -402,6 +406,7 @@ struct ExtendCase {
   std::vector<std::pair<int32_t, int32_t>> seqs;  // (prefix, extend)
   KernelPath path = KernelPath::kAuto;
   int64_t page_lo = 0;
+  int32_t window_left = -1;  // keys at positions >= position - w
 };
 
 void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
@@ -446,6 +451,7 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
   a.max_extend_len = max_ext;
   a.num_q_heads = hq;
   a.sm_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  a.window_left = c.window_left;
   a.out = d_out.get();
   a.lse = d_lse.as<float>();
   a.path = c.path;
@@ -488,8 +494,10 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
       for (int32_t i = 0; i < le; ++i) {
         const int64_t qrow = static_cast<int64_t>(qo_indptr[b] + i) * hq + h;
         const int32_t n = lp + i + 1;  // shifted causal mask
+        const int32_t j0 =
+            c.window_left >= 0 ? std::max(0, n - 1 - c.window_left) : 0;
         double m = -INFINITY;
-        for (int32_t j = 0; j < n; ++j) {
+        for (int32_t j = j0; j < n; ++j) {
           double dot = 0.0;
           for (int32_t d = 0; d < D; ++d) {
             dot += qf[qrow * D + d] * kd[static_cast<size_t>(j) * D + d];
@@ -498,11 +506,11 @@ void RunExtend(const ExtendCase& c, std::mt19937_64& rng) {
           m = std::max(m, s[j]);
         }
         double l = 0.0;
-        for (int32_t j = 0; j < n; ++j) {
+        for (int32_t j = j0; j < n; ++j) {
           s[j] = std::exp(s[j] - m);
           l += s[j];
         }
-        for (int32_t j = 0; j < n; ++j) {
+        for (int32_t j = j0; j < n; ++j) {
           for (int32_t d = 0; d < D; ++d) {
             ref[qrow * D + d] += s[j] / l * vd[static_cast<size_t>(j) * D + d];
           }
@@ -913,6 +921,41 @@ int Main(const Options& opt) {
       c.page_lo = big_vllm.num_pages - 200;
       c.name = "decode offsets > 2^31 vllm mma";
       RunDecode(c, rng);
+    }
+  }
+
+  // Sliding windows W (window_left W - 1) x page sizes: windows smaller than
+  // a page, edges on a page boundary (W + 64, W + 128), prefixes longer than
+  // the window; decode v1 / v2 and extend, both paths.
+  for (int w : {1, 15, 16, 17, 64, 4095}) {
+    for (int ps : {1, 16, 64}) {
+      if (opt.quick && ps != 16) continue;
+      const std::string tag =
+          " window" + std::to_string(w) + " ps" + std::to_string(ps);
+      DecodeCase c;
+      c.lens = {w, w + 64, w + 128, w + 5, 1};
+      if (w > 1) c.lens.push_back(w - 1);
+      if (w < 4095) c.lens.push_back(3 * w + 1);
+      int64_t pages = 16;
+      for (int32_t n : c.lens) pages += n / ps + 1;
+      c.pool = {2 * pages, ps, 2, 128, KvLayout::kBSHD, true};
+      c.window_left = w - 1;
+      ExtendCase e;
+      const int lp = w >= 4095 ? w + 150 : w + 64;
+      e.seqs = {{0, 70}, {lp, 9}, {5, std::min(2 * w + 3, 200)}, {17, 130}};
+      e.pool = {2 * (lp + 400) / ps + 16, ps, 2, 128, KvLayout::kVllm, false};
+      e.window_left = w - 1;
+      for (KernelPath path : paths) {
+        for (int part : {0, 64}) {
+          c.partition_size = part;
+          c.path = path;
+          c.name = "decode" + tag + (part ? " v2 " : " v1 ") + PathName(path);
+          if (want(c.name)) RunDecode(c, rng);
+        }
+        e.path = path;
+        e.name = "extend" + tag + " " + PathName(path);
+        if (want(e.name)) RunExtend(e, rng);
+      }
     }
   }
 

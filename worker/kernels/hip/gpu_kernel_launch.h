@@ -52,7 +52,8 @@ struct DecodeLaunch {
   int32_t max_seq_len;     // grid sizing: max over b of kv_indptr diff
   float scale_log2;        // sm_scale * log2(e)
   int32_t partition_size;  // 0 = v1, > 0 = v2 (multiple of 64)
-  int32_t num_partitions;  // v2: ceil(max_seq_len / partition_size), >= 1
+  int32_t num_partitions;  // v2: ceil(visible tokens / partition_size), >= 1
+  int32_t window_left;     // -1 = whole context, else the last w + 1 tokens
   void* out;               // [B, Hq, D]
   float* lse;              // optional [B, Hq]
   float* partial_max;      // v2: [B, Hq, num_partitions]
@@ -80,8 +81,9 @@ struct ExtendLaunch {
   int32_t num_q_heads;
   int32_t max_extend_len;  // grid sizing
   float scale_log2;
-  void* out;   // [total_q, Hq, D]
-  float* lse;  // optional [total_q, Hq]
+  int32_t window_left;  // -1 = full causal, else keys >= position - w
+  void* out;            // [total_q, Hq, D]
+  float* lse;           // optional [total_q, Hq]
   KernelPath path;
   void* stream;
 };

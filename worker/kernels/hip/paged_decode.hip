@@ -61,6 +61,7 @@ struct DecodeParams {
   float scale_log2;
   int32_t partition_size;  // 0 = v1
   int32_t num_partitions;
+  int32_t window_left;  // -1 = whole context; else the last w + 1 tokens
   uint16_t* out;
   float* lse;
   float* partial_max;
@@ -69,6 +70,23 @@ struct DecodeParams {
   int32_t* counters;  // v2 fused combine: arrival counters; nullptr = the
                       // separate CombineKernel merges the partitions
 };
+
+// First context token a sequence of seq_len tokens reads: 0, or with a
+// sliding window the first of its last window_left + 1 tokens (the query is
+// the last token). Partitions split [VisibleBegin, seq_len), so pages wholly
+// before the window are never read and get no partition.
+__device__ __forceinline__ int32_t VisibleBegin(const DecodeParams& p,
+                                                int32_t seq_len) {
+  const int32_t first = seq_len - 1 - p.window_left;
+  return p.window_left >= 0 && first > 0 ? first : 0;
+}
+
+// Partitions of a sequence of seq_len tokens (v2).
+__device__ __forceinline__ int32_t NumPartitions(const DecodeParams& p,
+                                                 int32_t seq_len) {
+  return (seq_len - VisibleBegin(p, seq_len) + p.partition_size - 1) /
+         p.partition_size;
+}
 
 // Block-level coordinates shared by both partition kernels.
 struct BlockWork {
@@ -92,15 +110,16 @@ __device__ __forceinline__ BlockWork GetBlockWork(const DecodeParams& p) {
   const int32_t b = blockIdx.y;
   w.seq_start = p.kv_indptr[b];
   w.seq_len = static_cast<int32_t>(p.kv_indptr[b + 1] - w.seq_start);
+  const int32_t first = VisibleBegin(p, w.seq_len);
   if (p.partition_size == 0) {
-    w.begin = 0;
+    w.begin = first;
     w.end = w.seq_len;
     w.skip = false;
   } else {
-    w.begin = blockIdx.z * p.partition_size;
+    w.begin = first + blockIdx.z * p.partition_size;
     const int32_t e = w.begin + p.partition_size;
     w.end = e < w.seq_len ? e : w.seq_len;
-    w.skip = w.begin >= w.seq_len;  // combine reads ceil(len / P) entries
+    w.skip = w.begin >= w.seq_len;  // combine reads NumPartitions entries
   }
   return w;
 }
@@ -169,7 +188,7 @@ __device__ void CombineIfLastBlock(const DecodeParams& p) {
   __syncthreads();  // ... for every thread of the block
   // Recomputed rather than kept live through the main loop (registers).
   const BlockWork w = GetBlockWork(p);
-  const int32_t np = (w.seq_len + p.partition_size - 1) / p.partition_size;
+  const int32_t np = NumPartitions(p, w.seq_len);
   if (threadIdx.x == 0) {
     int32_t* counter = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
     const int32_t arrived = atomicAdd(counter, 1) + 1;
@@ -549,9 +568,8 @@ template <int D, bool kBf16>
 __global__ void __launch_bounds__(kThreads) CombineKernel(DecodeParams p) {
   const int32_t h = blockIdx.x;
   const int32_t b = blockIdx.y;
-  const int64_t len = p.kv_indptr[b + 1] - p.kv_indptr[b];
-  const int32_t np =
-      static_cast<int32_t>((len + p.partition_size - 1) / p.partition_size);
+  const int32_t np = NumPartitions(
+      p, static_cast<int32_t>(p.kv_indptr[b + 1] - p.kv_indptr[b]));
   const int64_t bh = static_cast<int64_t>(b) * p.num_q_heads + h;
   const float* pm = p.partial_max + bh * p.num_partitions;
   const float* ps = p.partial_sum + bh * p.num_partitions;
@@ -748,6 +766,7 @@ int LaunchDecode(const DecodeLaunch& a) {
   p.scale_log2 = a.scale_log2;
   p.partition_size = a.partition_size;
   p.num_partitions = a.partition_size == 0 ? 1 : a.num_partitions;
+  p.window_left = a.window_left;
   p.out = static_cast<uint16_t*>(a.out);
   p.lse = a.lse;
   p.partial_max = a.partial_max;

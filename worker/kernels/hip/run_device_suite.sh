@@ -27,7 +27,7 @@ tar -xJf "${STAGE}/device-suite.tar.xz" -C "${SCRATCH}" || {
 }
 export LD_LIBRARY_PATH="${SCRATCH}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 TEST="${BIN}/gpu_attention_device_test"
-SMALL=(--quick "--filter=decode bshd ps16,extend bshd ps16,decode group3,extend group3,reshape_and_cache bshd ps16,copy_blocks bshd ps16,decode page ids")
+SMALL=(--quick "--filter=decode bshd ps16,extend bshd ps16,decode group3,extend group3,reshape_and_cache bshd ps16,copy_blocks bshd ps16,decode page ids,decode window17 ps16,extend window17 ps16")
 declare -A rc
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
