@@ -246,7 +246,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Scheduler::Enqueue(
   in_flight_.insert(id);
   if (seq->num_samples > 1 && seq->prompt_len == 1) {
     // Nothing to fork at: n one-token leases.
-    for (auto& sample : SplitIntoSamples(*seq, tokenizer_)) {
+    for (auto& sample : SplitIntoSamples(*seq)) {
       queued_.fetch_add(1);
       submitted_.push_back(std::move(sample));
     }
@@ -867,7 +867,7 @@ void Scheduler::ForkParent(Sequence* parent) {
     return;
   }
   absl::StatusOr<std::vector<std::unique_ptr<Sequence>>> children =
-      MakeForkChildren(*parent, *forked, tokenizer_);
+      MakeForkChildren(*parent, *forked);
   if (!children.ok()) {
     for (const v1::ForkResponse::Child& c : forked->children()) {
       v1::ReleaseRequest release;
