@@ -25,7 +25,8 @@
 #   tools/gpu/roofline_run.sh [RUN_DIR]        (default .gpu-run)
 # Environment: ROOFLINE_BUDGET_S; ROOFLINE_BATCHES (default 1,16,64,256);
 # ROOFLINE_SKIP (comma list of test,small,8b,anchor,memcheck);
-# ROOFLINE_ANCHOR_STATIC=1 compiles the anchor once per batch size instead
+# ROOFLINE_ANCHOR_SMALL_S / ROOFLINE_ANCHOR_8B_S (the anchor's caps, default
+# 170 / 400 s); ROOFLINE_ANCHOR_STATIC=1 compiles the anchor once per batch size instead
 # of once with a dynamic batch dimension (slower to compile).
 # Logs under $OUT (device tool) or /tmp/roofline, six files (the device tool
 # returns at most 8): test.log, bench-small.log, bench-8b.log, anchor.log,
@@ -113,7 +114,8 @@ if [[ "${SKIP}" != *,anchor,* ]]; then
   dyn=--dynamic_batch
   [[ "${ROOFLINE_ANCHOR_STATIC:-0}" == 1 ]] && dyn=
   : >"${LOG}/anchor.log"
-  for entry in "small:/tmp/bench-model:170" "8b:${M8}:400"; do
+  for entry in "small:/tmp/bench-model:${ROOFLINE_ANCHOR_SMALL_S:-170}" \
+               "8b:${M8}:${ROOFLINE_ANCHOR_8B_S:-400}"; do
     IFS=: read -r label dir t <<<"${entry}"
     [[ -f "${dir}/config.json" ]] || continue
     (($(left) > 60)) || { stamp "anchor ${label} skipped (budget)"; continue; }

@@ -76,13 +76,16 @@ if [[ "${STEPS}" == *,bench,* ]]; then
     >"${LOG}/bench.log" 2>&1
   rc[bench]=$?
 fi
-# Negative control: the extend cases with the wgmma kernel's V descriptor
-# LBO / SBO swapped. Passes iff the test reports failed cases (status 1) on
-# the tensor-core path and none on the portable path, i.e. it sees a wrong
-# wgmma operand layout and blames the right kernel.
+# Negative control: the extend layout cases (bshd / bhsd / vllm, every page
+# size, head_dim 128) with the wgmma kernel's V descriptor LBO / SBO
+# swapped. Passes iff the test reports failed cases (status 1) on the
+# tensor-core path and none on the portable path, i.e. it sees a wrong
+# wgmma operand layout and blames the right kernel. Not the head_dim 64
+# case: there the swapped strides address past the tile and the launch
+# faults, which ends the process before the verdicts.
 if [[ "${STEPS}" == *,fault,* ]]; then
   run_cases fault "${BIN}/gpu_attention_device_test_vdesc_swap" -- \
-    --filter=extend
+    "--filter=extend bshd,extend bhsd,extend vllm"
   # Its log stays out of $OUT (the device tool returns at most 8 files); the
   # summary below prints its counts.
   FAULT_LOG="${SCRATCH}/fault.log"
@@ -110,6 +113,8 @@ if [[ -n "${FAULT_LOG:-}" ]]; then
     "${mma_fail} mma cases failed, ${portable_fail} portable cases failed," \
     "status ${fault_status}"
   grep -E "cases,|seed=" "${FAULT_LOG}" | tail -2
+  # Any other status: the test stopped early; its last lines say where.
+  [[ "${fault_status}" == 1 ]] || tail -4 "${FAULT_LOG}"
 fi
 for t in memcheck racecheck; do
   [[ -f "${LOG}/${t}.log" ]] && { echo "== ${t}"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|cases," "${LOG}/${t}.log" | tail -4; }
