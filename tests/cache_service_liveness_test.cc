@@ -77,9 +77,9 @@ TEST(CacheServiceLivenessTest, AStallShorterThanTheTimeoutDropsNoWorker) {
   const pid_t cache_pid = cluster.cache_service_pid();
   ASSERT_GT(cache_pid, 0);
   const absl::Time stopped_at = absl::Now();
-  ASSERT_EQ(::kill(cache_pid, SIGSTOP), 0);
   {
     ResumeOnExit resume(cache_pid);
+    ASSERT_TRUE(FreezeProcess(cache_pid));
     absl::SleepFor(absl::Milliseconds(kHeartbeatTimeoutMs - 100));
   }
   const absl::Duration stalled = absl::Now() - stopped_at;
@@ -147,8 +147,8 @@ TEST(CacheServiceLivenessTest, RestoredResidencyWaitsForTheWorkersHeartbeat) {
 
   // The victim cannot show itself while the cache service restarts.
   const pid_t victim_pid = cluster.worker_pid(victim_index);
-  ASSERT_EQ(::kill(victim_pid, SIGSTOP), 0);
   ResumeOnExit resume(victim_pid);
+  ASSERT_TRUE(FreezeProcess(victim_pid));
   ASSERT_TRUE(cluster.RestartCacheService(/*crash=*/true).ok());
   const std::optional<pb::WorkerMatch> restored =
       Find(Match(cache, prompts[0]), victim);

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -136,6 +137,39 @@ std::vector<int32_t> Concat(std::vector<int32_t> a,
                             const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+
+namespace {
+
+// Whether every thread of `pid` is stopped (state 'T' or 't').
+bool AllThreadsStopped(pid_t pid) {
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  std::error_code ec;
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // the thread exited
+    // "tid (comm) S ...": the state follows the last ')'.
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) return false;
+    const char state = line[paren + 2];
+    if (state != 'T' && state != 't') return false;
+    ++threads;
+  }
+  return !ec && threads > 0;
+}
+
+}  // namespace
+
+bool FreezeProcess(pid_t pid) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!AllThreadsStopped(pid)) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
 }
 
 ResumeOnExit::~ResumeOnExit() { ::kill(pid_, SIGCONT); }

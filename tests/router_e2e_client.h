@@ -61,6 +61,13 @@ struct GenerateOptions {
 std::vector<int32_t> Concat(std::vector<int32_t> a,
                             const std::vector<int32_t>& b);
 
+// kill -STOP of `pid`, then waits (up to 10 s) until every thread of it is
+// stopped (/proc/PID/task/*/stat state 'T'): a stop signal takes effect
+// only when a thread of the process next runs its signal handling, so on a
+// loaded machine the other threads may serve requests for a while after
+// kill() returned. False if it did not stop in time.
+bool FreezeProcess(pid_t pid);
+
 // kill -CONT of a process frozen by the test when it goes out of scope
 // (declared after the cluster: the processes are resumed before it stops
 // them, also when an assertion returned early).

@@ -345,8 +345,8 @@ TEST(RouterFaultTest, WorkerFrozen) {
   const std::string survivor = cluster.worker_id(1 - victim_index);
   const pid_t victim_pid = cluster.worker_pid(victim_index);
   ASSERT_GT(victim_pid, 0);
-  ASSERT_EQ(::kill(victim_pid, SIGSTOP), 0);
   ResumeOnExit resume(victim_pid);
+  ASSERT_TRUE(FreezeProcess(victim_pid));
   // 1. The victim stays registered and its connection open: round robin
   // places every other request on it, where it waits without a token until
   // the keepalive ping times out, and is then retried on the other worker.
@@ -406,8 +406,8 @@ TEST(RouterFaultTest, CacheServiceFrozen) {
 
   const pid_t cache_pid = cluster.cache_service_pid();
   ASSERT_GT(cache_pid, 0);
-  ASSERT_EQ(::kill(cache_pid, SIGSTOP), 0);
   ResumeOnExit resume(cache_pid);
+  ASSERT_TRUE(FreezeProcess(cache_pid));
   // The Match times out; the worker's Acquire would wait on the same frozen
   // service, so the router answers UNAVAILABLE at once rather than trying
   // worker after worker until the client's deadline.
