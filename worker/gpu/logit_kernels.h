@@ -56,10 +56,11 @@ struct DeviceLogprobParams {
 
 // Logprobs of the distribution the sampler drew from, before top-k / top-p
 // / min_p truncation (vLLM's default): the log-softmax of logits[r, :] /
-// temperature, in fp32 with the maximum subtracted before the sum of
-// exponentials (lse = m + log(sum exp(x / t - m))), so it matches a float64
-// reference to about 1e-6 relative. One block per row; logits fp32 [rows,
-// vocab] (already penalized), tokens [rows] the sampled ids.
+// temperature, computed in fp32 with the maximum subtracted before the sum
+// of exponentials (lse = m + log(sum exp(x / t - m))); its error against a
+// float64 reference is a few fp32 ulps of |logit / temperature| (the device
+// test bounds it by 1e-4). One block per row; logits fp32 [rows, vocab]
+// (already penalized), tokens [rows] the sampled ids.
 // Outputs, row stride `top_stride` (>= every num_top, <= 20):
 //   values [rows, 1 + top_stride]: values[r][0] = logprob of tokens[r],
 //     values[r][1 + j] = the j-th largest logprob (j < num_top);
