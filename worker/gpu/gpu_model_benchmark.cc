@@ -14,6 +14,9 @@
 //   - A/B of GEMM autotuning (gpu_gemm_tuner.h): the graph step with the
 //     default GEMM rule and with per-shape tuned GEMMs, interleaved
 //     --ab_rounds times in this process, each arm's floor / step;
+//   - the serving step (ForwardSample) sampled on the device vs on the
+//     host, and at B = 64 the logprob overhead per decode step: the same
+//     device-sampled step with logprobs = 5 on every row vs without;
 //   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
 //     cached prefix;
 //   - optionally the CPU backend (fp32) for scale.
@@ -138,6 +141,9 @@ struct Row {
       streaming_ms, serve_device_ms, serve_host_ms;
   // GEMM autotuning arm (-1 = not run): graph step, GEMMs-only replay.
   double tuned_ms = -1, tuned_gemm_ms = -1;
+  // The serving step with logprobs = 5 on every row (device processors; -1 =
+  // not run: B != 64 or --serving=false).
+  double serve_logprobs_ms = -1;
 };
 
 // Median seconds of a greedy decode step on the device (3 warm-up steps).
@@ -229,6 +235,18 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
       serving ? TimeServing(e, steps, sampling, rows_default, true) : -1;
   const double serve_host =
       serving ? TimeServing(e, steps, sampling, rows_default, false) : -1;
+  // The same batch with the sampled token's logprob and the top 5 (both arms
+  // on the device path: logits stay on the device, B x 6 values come back).
+  double serve_logprobs = -1;
+  if (serving && B == 64) {
+    std::vector<SequenceSampling> with_logprobs = sampling;
+    std::vector<SampledToken> sampled(B);
+    for (int b = 0; b < B; ++b) {
+      with_logprobs[b].logprobs = 5;
+      with_logprobs[b].sampled = &sampled[b];
+    }
+    serve_logprobs = TimeServing(e, steps, with_logprobs, rows_default, true);
+  }
   // Default GEMM rule (A) and autotuned GEMMs (B), interleaved; each arm's
   // best median over the rounds.
   double graph = TimeDecode(e, steps, true, rows_default);
@@ -264,7 +282,7 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
   std::printf("decode B=%d: floor %.3f ms, A %.3f ms, B (autotuned) %.3f ms\n",
               B, floor_s * 1e3, graph * 1e3, tuned * 1e3);
   std::fflush(stdout);
-  return {B,
+  Row row{B,
           graph * 1e3,
           eager * 1e3,
           B / graph,
@@ -277,6 +295,8 @@ Row MeasureBatch(GpuModelExecutor& e, int B, const DecodeSetup& d) {
           serve_host * 1e3,
           tuned > 0 ? tuned * 1e3 : -1,
           tuned_gemm > 0 ? tuned_gemm * 1e3 : -1};
+  row.serve_logprobs_ms = serve_logprobs > 0 ? serve_logprobs * 1e3 : -1;
+  return row;
 }
 
 // Seconds of one prefill of `total` prompt tokens at slots slot0 + [0,
@@ -382,6 +402,18 @@ void PrintTables(const std::vector<Row>& rows, int ctx, int32_t small_rows) {
   for (const Row& r : rows) {
     std::printf("| %d | %.3f | %.3f | %.2f |\n", r.b, r.serve_device_ms,
                 r.serve_host_ms, r.serve_host_ms / r.serve_device_ms);
+  }
+  std::printf(
+      "\nLogprobs on the device (serving step as above, logprobs = 5 on every "
+      "row vs none)\n| row | with logprobs ms | without ms | overhead ms "
+      "|\n|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    if (r.serve_logprobs_ms < 0) continue;
+    std::printf(
+        "| logprob overhead per decode step at B=%d, top 5 | %.3f | %.3f | "
+        "%.3f |\n",
+        r.b, r.serve_logprobs_ms, r.serve_device_ms,
+        r.serve_logprobs_ms - r.serve_device_ms);
   }
 }
 

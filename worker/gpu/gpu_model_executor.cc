@@ -9,6 +9,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/forward_batch_validation.h"
 #include "worker/gpu/decode_graphs.h"
+#include "worker/gpu/device_logit_processing.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/gpu/gpu_forward.h"
 #include "worker/gpu/gpu_gemm.h"
@@ -115,6 +116,7 @@ struct GpuModelExecutor::Impl {
   gpu::GpuKvPool pool;
   gpu::DecodeGraphCache graphs;
   gpu::GpuForward forward;
+  gpu::DeviceLogitProcessing processing;
   int num_sms = 132;
   // The last step's shape, for the benchmark hooks.
   gpu::StepShape last_shape;
@@ -172,6 +174,13 @@ absl::Status GpuModelExecutor::Impl::Allocate(GpuModelExecutor& e) {
       gpu::ResolveMaxKvIndices(o, pool.geometry.capacity_slots());
   RADIXKV_RETURN_IF_ERROR(gpu::AllocateStepMetadata(o, c, &memory, &workspace,
                                                     &e.workspace_bytes_));
+  // A row's distinct history tokens are at most its context (kv_indices)
+  // plus the token being decoded, and at most the vocabulary.
+  RADIXKV_RETURN_IF_ERROR(processing.Allocate(
+      o.max_batch_size,
+      std::min<int64_t>(o.max_kv_indices + o.max_batch_size,
+                        static_cast<int64_t>(o.max_batch_size) * c.vocab_size),
+      &memory, &e.workspace_bytes_));
   forward.config = &e.config_;
   forward.weights = &weights;
   forward.pool = &pool;
@@ -301,23 +310,30 @@ absl::Status GpuModelExecutor::ForwardSample(
     return absl::InvalidArgumentError("token_ids is null");
   }
   RADIXKV_RETURN_IF_ERROR(ValidateSequenceSampling(batch, sampling));
-  // The device kernels draw with temperature / top-k / top-p only: a batch
-  // with penalties, min_p or logprobs is sampled on the host from its
-  // logits (the B x vocab copy the device path avoids).
-  if (std::any_of(
-          sampling.begin(), sampling.end(),
-          [](const SequenceSampling& s) { return s.NeedsHostProcessors(); })) {
-    return ModelExecutor::ForwardSample(batch, sampling, token_ids);
-  }
   std::vector<GpuSamplingParams> params(sampling.size());
   for (size_t b = 0; b < sampling.size(); ++b) {
     const SequenceSampling& s = sampling[b];
     if (!s.needs_token) continue;  // greedy: argmax, no draw
-    params[b].temperature = s.temperature;
+    // top_k 1 is greedy whatever the temperature, as in the CPU sampler.
+    params[b].temperature = s.top_k == 1 ? 0.0f : s.temperature;
     params[b].top_k = s.top_k;
     params[b].top_p = s.top_p;
+    params[b].min_p = s.min_p;
     params[b].seed = s.seed;
     params[b].step = s.step;
+  }
+  // Penalties and logprobs: the logit processors run on the device after
+  // the forward (device_logit_processing.h). Only a batch whose histories
+  // exceed their buffer samples on the host (the B x vocab copy).
+  if (gpu::NeedsDeviceProcessors(sampling)) {
+    if (batch.return_all_logits ||
+        !impl_->processing.Prepare(sampling, config_.vocab_size)) {
+      return ModelExecutor::ForwardSample(batch, sampling, token_ids);
+    }
+    RADIXKV_RETURN_IF_ERROR(Run(batch, StepOutput::kLogits, params, nullptr,
+                                nullptr, &impl_->processing));
+    impl_->processing.Finish(sampling, token_ids);
+    return absl::OkStatus();
   }
   RADIXKV_RETURN_IF_ERROR(ForwardSample(batch, params, token_ids));
   for (size_t b = 0; b < sampling.size(); ++b) {
@@ -343,7 +359,8 @@ absl::Status GpuModelExecutor::ForwardSample(
   }
   bool greedy = true;
   for (const GpuSamplingParams& p : params) {
-    if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0) || p.top_p > 1) {
+    if (!(p.temperature >= 0) || p.top_k < 0 || !(p.top_p > 0) || p.top_p > 1 ||
+        !(p.min_p >= 0) || p.min_p > 1) {
       return absl::InvalidArgumentError("bad sampling params");
     }
     greedy = greedy && p.temperature == 0;
@@ -357,7 +374,8 @@ absl::Status GpuModelExecutor::ForwardSample(
 absl::Status GpuModelExecutor::Run(const ForwardBatch& batch, StepOutput output,
                                    absl::Span<const GpuSamplingParams> params,
                                    std::vector<int32_t>* tokens,
-                                   std::vector<float>* logits) {
+                                   std::vector<float>* logits,
+                                   gpu::DeviceLogitProcessing* processing) {
   Impl& m = *impl_;
   RADIXKV_RETURN_IF_ERROR(ValidateForwardBatch(
       batch, config_.vocab_size, capacity_slots(), options_.page_size));
@@ -384,6 +402,11 @@ absl::Status GpuModelExecutor::Run(const ForwardBatch& batch, StepOutput output,
   m.last_shape = plan.shape;
   m.have_last = true;
   const int32_t B = static_cast<int32_t>(batch.qo_indptr.size() - 1);
+  if (processing != nullptr) {
+    return processing->Run(ws.logits, config_.vocab_size,
+                           ws.Dev<gpu::DeviceSamplingParams>(ws.meta.params),
+                           ws.tokens, s);
+  }
   return m.Download(plan, B, tokens, logits);
 }
 

@@ -33,6 +33,7 @@ namespace radixkv::worker {
 
 namespace gpu {
 enum class StepOutput : int;  // step_metadata.h
+class DeviceLogitProcessing;  // device_logit_processing.h
 }  // namespace gpu
 
 struct GpuModelExecutorOptions {
@@ -91,6 +92,8 @@ struct GpuSamplingParams {
   float temperature = 0.0f;
   int32_t top_k = 0;
   float top_p = 1.0f;
+  // 0 = off; applied after top-p (model_kernels.h LaunchSample).
+  float min_p = 0.0f;
   uint64_t seed = 0;
   uint64_t step = 0;
 };
@@ -133,10 +136,13 @@ class GpuModelExecutor final : public ModelExecutor {
   // reported as -1. As on the host path, a row that needs a token and whose
   // logits contain a NaN gets kSamplingFailedToken (the kernels write
   // gpu::kDeviceSamplingFailedToken) and the call still succeeds, so the
-  // scheduler fails that sequence alone. A batch with a row that asks for
-  // penalties, min_p or logprobs (SequenceSampling::NeedsHostProcessors)
-  // has no device kernel yet: it runs Forward and samples on the host
-  // (ModelExecutor::ForwardSample, the host Sampler's stream).
+  // scheduler fails that sequence alone. min_p runs in the sampling kernel;
+  // penalties and logprobs run on the device after the forward, outside the
+  // decode graph (device_logit_processing.h: the logprobs are fp32, of the
+  // penalized logits over the temperature, before truncation), and only B
+  // tokens plus B x (1 + k) logprobs come back. A batch whose distinct
+  // history tokens exceed that buffer (max_kv_indices + max_batch_size in
+  // all) is sampled on the host (ModelExecutor::ForwardSample).
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const SequenceSampling> sampling,
                              std::vector<int32_t>* token_ids) override;
@@ -144,8 +150,8 @@ class GpuModelExecutor final : public ModelExecutor {
   // Forward plus sampling on the device: tokens [B] (one per sequence; the
   // batch must not ask for return_all_logits). params: [B]. Only the token
   // ids cross to the host, unless `logits` is non-null. Per row: temperature
-  // 0 = argmax (lowest id on ties); else temperature, top-k, top-p and one
-  // draw from SplitMix64(seed ^ SplitMix64(step)) (model_kernels.hip). A
+  // 0 = argmax (lowest id on ties); else temperature, top-k, top-p, min_p and
+  // one draw from SplitMix64(seed ^ SplitMix64(step)) (model_kernels.hip). A
   // row whose logits contain a NaN gets kSamplingFailedToken.
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const GpuSamplingParams> params,
@@ -188,7 +194,8 @@ class GpuModelExecutor final : public ModelExecutor {
   GpuModelExecutor() = default;
   absl::Status Run(const ForwardBatch& batch, gpu::StepOutput output,
                    absl::Span<const GpuSamplingParams> params,
-                   std::vector<int32_t>* tokens, std::vector<float>* logits);
+                   std::vector<int32_t>* tokens, std::vector<float>* logits,
+                   gpu::DeviceLogitProcessing* processing = nullptr);
 
   GpuModelExecutorOptions options_;
   model::ModelConfig config_;

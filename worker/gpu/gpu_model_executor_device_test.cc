@@ -25,6 +25,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,14 +34,15 @@
 #include "gtest/gtest.h"
 #include "model/testing/shared_test_data.h"
 #include "nlohmann/json.hpp"
-#include "worker/gpu/gpu_model_executor.h"
-#include "worker/testing/golden_checkpoints.h"
 #include "worker/cpu/cpu_model_executor.h"
-#include "worker/offline_generation.h"
+#include "worker/gpu/gpu_device_test_helpers.h"
+#include "worker/gpu/gpu_model_executor.h"
 #include "worker/logit_processors.h"
+#include "worker/offline_generation.h"
 #include "worker/sampler.h"
 #include "worker/scheduler.h"
 #include "worker/testing/fake_kv_cache_client.h"
+#include "worker/testing/golden_checkpoints.h"
 
 namespace radixkv::worker {
 namespace {
@@ -49,78 +51,12 @@ using Json = nlohmann::json;
 using testing::PrefillAllLogits;
 constexpr int kVocab = testing::kGoldenVocab;
 
-std::string Shared() {
-  absl::StatusOr<std::string> s = model::testing::FindSharedDir();
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? *s : "";
-}
-
-std::unique_ptr<GpuModelExecutor> MakeGpu(const std::string& dir, DType dtype,
-                                          bool graphs = true,
-                                          bool tensor_cores = true,
-                                          int32_t page_size = 16) {
-  GpuModelExecutorOptions o;
-  o.model_dir = dir;
-  o.dtype = dtype;
-  o.kv_capacity_slots = 8192;
-  o.page_size = page_size;
-  o.max_tokens_per_step = 1024;
-  o.max_batch_size = 64;
-  o.max_context_len = 4096;
-  o.use_graphs = graphs;
-  o.use_tensor_core_attention = tensor_cores;
-  absl::StatusOr<std::unique_ptr<GpuModelExecutor>> e =
-      GpuModelExecutor::Create(o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-std::unique_ptr<CpuModelExecutor> MakeCpu(const std::string& dir,
-                                          int32_t page_size = 16) {
-  CpuModelExecutorOptions o;
-  o.model_dir = dir;
-  o.kv_capacity_slots = 8192;
-  o.page_size = page_size;
-  o.num_threads = 4;
-  absl::StatusOr<std::unique_ptr<CpuModelExecutor>> e =
-      CpuModelExecutor::Create(o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    m = std::max(m, std::fabs(double(a[i]) - b[i]));
-  }
-  return a.size() == b.size() ? m : INFINITY;
-}
-
-double RelL2(const std::vector<float>& a, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
-    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return a.size() == ref.size() ? std::sqrt(num / den) : INFINITY;
-}
-
-// A prefill batch of `prompts` with no cached prefix; sequence s writes its
-// KV to slots [256 s, 256 s + len) (each prompt <= 256 tokens).
-ForwardBatch PrefillBatch(const std::vector<std::vector<int32_t>>& prompts) {
-  ForwardBatch b;
-  b.qo_indptr = {0};
-  b.kv_indptr.assign(prompts.size() + 1, 0);
-  for (size_t s = 0; s < prompts.size(); ++s) {
-    for (size_t i = 0; i < prompts[s].size(); ++i) {
-      b.input_ids.push_back(prompts[s][i]);
-      b.positions.push_back(static_cast<int32_t>(i));
-      b.out_cache_loc.push_back(static_cast<int32_t>(s * 256 + i));
-    }
-    b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
-  }
-  return b;
-}
+using gpu_test::MakeCpu;
+using gpu_test::MakeGpu;
+using gpu_test::MaxAbs;
+using gpu_test::PrefillBatch;
+using gpu_test::RelL2;
+using gpu_test::Shared;
 
 // ---------------------------------------------------------------- golden
 
@@ -709,53 +645,92 @@ TEST(GpuExecutor, NanLogitsFailOnlyTheirRow) {
   }
 }
 
-// Penalties, min_p and logprobs (no device kernel: the batch is sampled on
-// the host from the device's logits) against a float64 reference of the
-// same logits: the logprobs of the penalized distribution over the
-// temperature, the token among the truncation's survivors.
-TEST(GpuExecutor, HostProcessorsMatchAFloat64ReferenceOfTheDeviceLogits) {
+// Penalties, min_p and logprobs on the device (logit_kernels.h) for random
+// parameters, against a float64 reference of the device's own logits: fp32
+// logprobs within 1e-4 of the float64 log-softmax of the penalized logits
+// over the temperature, the reference's top-k ids (ties excepted), greedy
+// rows the CPU sampler's token, sampled rows never a token min_p removes.
+TEST(GpuExecutor, DeviceProcessorsMatchAFloat64ReferenceOfTheDeviceLogits) {
   auto gpu = MakeGpu(Shared() + "/golden/models/llama-tiny-fp32", DType::kF32);
   ASSERT_NE(gpu, nullptr);
-  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 5, 7},
-                                                     {1, 8, 8, 3, 4, 6}};
+  const uint32_t seed = std::random_device{}();
+  std::printf("DeviceProcessors seed %u\n", seed);
+  std::mt19937 rng(seed);
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  constexpr int kRows = 6;
+  std::vector<std::vector<int32_t>> prompts(kRows), outputs(kRows);
+  for (int s = 0; s < kRows; ++s) {
+    // Few distinct ids, so histories repeat tokens.
+    for (int i = 0; i < 6 + s; ++i) prompts[s].push_back(3 + rng() % 40);
+    for (int i = 0; i < 2 * s; ++i) outputs[s].push_back(3 + rng() % 60);
+  }
   const ForwardBatch b = PrefillBatch(prompts);
   std::vector<float> logits;
   ASSERT_TRUE(gpu->Forward(b, &logits).ok());
-  const std::vector<int32_t> output = {9, 9, 4};
-  std::vector<SequenceSampling> ss(2);
-  std::vector<SampledToken> sampled(2);
-  for (int s = 0; s < 2; ++s) {
-    ss[s].temperature = 0.8f;
-    ss[s].seed = 11 + s;
-    ss[s].repetition_penalty = 1.3f;
-    ss[s].frequency_penalty = 0.5f;
-    ss[s].presence_penalty = 0.25f;
-    ss[s].min_p = 0.05f;
-    ss[s].logprobs = 5;
-    ss[s].prompt = prompts[s];
-    ss[s].output = output;
-    ss[s].sampled = &sampled[s];
-  }
-  std::vector<int32_t> tokens;
-  ASSERT_TRUE(static_cast<ModelExecutor*>(gpu.get())
-                  ->ForwardSample(b, ss, &tokens)
-                  .ok());
-  for (int s = 0; s < 2; ++s) {
-    std::vector<double> x(logits.begin() + s * kVocab,
-                          logits.begin() + (s + 1) * kVocab);
-    ApplyPenalties({1.3f, 0.5f, 0.25f}, prompts[s], output, &x);
-    const std::vector<double> ref = LogSoftmax(x, 0.8f);
-    std::vector<double> probs;
-    const std::vector<int32_t> kept =
-        KeptCandidates(x, 0.8f, 0, 1.0, 0.05f, &probs);
-    EXPECT_EQ(sampled[s].token, tokens[s]);
-    EXPECT_NE(std::find(kept.begin(), kept.end(), tokens[s]), kept.end());
-    EXPECT_NEAR(sampled[s].logprob, ref[tokens[s]], 1e-9);
-    ASSERT_EQ(sampled[s].top.size(), 5u);
-    for (const auto& [id, lp] : sampled[s].top) {
-      EXPECT_NEAR(lp, ref[id], 1e-9);
+  for (int round = 0; round < 8; ++round) {
+    std::vector<SequenceSampling> ss(kRows);
+    std::vector<SampledToken> sampled(kRows);
+    for (int s = 0; s < kRows; ++s) {
+      SequenceSampling& p = ss[s];
+      p.temperature = (s + round) % 3 == 0 ? 0.0f : uniform(0.3, 1.5);
+      p.top_k = rng() % 2 ? 0 : 50;
+      p.top_p = rng() % 2 ? 1.0f : 0.9f;
+      p.repetition_penalty = uniform(0.5, 2.0);
+      p.frequency_penalty = uniform(-2.0, 2.0);
+      p.presence_penalty = uniform(-2.0, 2.0);
+      p.min_p = rng() % 2 ? 0.0f : uniform(0.0, 0.3);
+      p.logprobs = 1 + rng() % 20;
+      p.seed = seed + s;
+      p.step = round;
+      p.prompt = prompts[s];
+      p.output = outputs[s];
+      p.sampled = &sampled[s];
     }
-    EXPECT_EQ(sampled[s].top[0].first, kept[0]);
+    std::vector<int32_t> tokens(kRows, 12345);
+    ASSERT_TRUE(static_cast<ModelExecutor*>(gpu.get())
+                    ->ForwardSample(b, ss, &tokens)
+                    .ok());
+    for (int s = 0; s < kRows; ++s) {
+      SCOPED_TRACE(absl::StrCat("round ", round, " row ", s));
+      const SequenceSampling& p = ss[s];
+      const std::span<const float> row(logits.data() + s * kVocab, kVocab);
+      std::vector<double> x(row.begin(), row.end());
+      ApplyPenalties(
+          {p.repetition_penalty, p.frequency_penalty, p.presence_penalty},
+          prompts[s], outputs[s], &x);
+      const bool greedy = p.temperature == 0.0f;
+      const double t = greedy ? 1.0 : p.temperature;
+      const std::vector<double> ref = LogSoftmax(x, t);
+      const int32_t tok = tokens[s];
+      ASSERT_GE(tok, 0);
+      ASSERT_LT(tok, kVocab);
+      EXPECT_EQ(sampled[s].token, tok);
+      EXPECT_NEAR(sampled[s].logprob, ref[tok], 1e-4);
+      const auto top = TopLogprobs(ref, p.logprobs);
+      ASSERT_EQ(sampled[s].top.size(), top.size());
+      for (size_t j = 0; j < top.size(); ++j) {
+        const auto [id, lp] = sampled[s].top[j];
+        EXPECT_NEAR(lp, ref[id], 1e-4) << j;
+        // Ties: ids whose fp32 penalized logits round equal.
+        if (id != top[j].first) EXPECT_NEAR(ref[id], top[j].second, 1e-5);
+      }
+      const double max_lp = top[0].second;
+      if (greedy) {
+        SamplingParams sp;
+        sp.repetition_penalty = p.repetition_penalty;
+        sp.frequency_penalty = p.frequency_penalty;
+        sp.presence_penalty = p.presence_penalty;
+        Sampler cpu(sp);
+        auto want = cpu.SampleWithHistory(row, prompts[s], outputs[s]);
+        ASSERT_TRUE(want.ok());
+        if (tok != want->token) EXPECT_NEAR(ref[tok], max_lp, 1e-5);
+      } else if (p.min_p > 0) {
+        // min_p keeps p(tok) >= min_p x p(max) (fp32 at the boundary).
+        EXPECT_GE(ref[tok] - max_lp, std::log(p.min_p) - 1e-4);
+      }
+    }
   }
 }
 

@@ -151,6 +151,7 @@ struct DeviceSamplingParams {
   float temperature = 0.0f;
   int32_t top_k = 0;   // 0 = off
   float top_p = 1.0f;  // 1 = off
+  float min_p = 0.0f;  // 0 = off
   uint64_t seed = 0;   // with `step`, keys the counter-based uniform draw
   uint64_t step = 0;
 };
@@ -158,7 +159,8 @@ struct DeviceSamplingParams {
 // Samples tokens[r] from logits[r, :] (fp32 [rows, vocab]): temperature,
 // then top-k (keeps tokens whose logit >= the k-th largest; ties kept), then
 // top-p (keeps tokens whose probability >= the smallest threshold whose kept
-// mass reaches top_p), then one draw from the renormalized kept mass in vocab
+// mass reaches top_p), then min_p (keeps tokens whose probability is >= min_p
+// x the largest; worker/logit_processors.h KeptCandidates), then one draw from the renormalized kept mass in vocab
 // order with a uniform from hash(seed, step) (SplitMix64). Temperature 0
 // gives the argmax. A row containing a NaN gets kDeviceSamplingFailedToken.
 // One block per row.

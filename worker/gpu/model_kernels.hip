@@ -527,8 +527,12 @@ __global__ void __launch_bounds__(kRowThreads)
     }
     p_threshold = lo;
   }
+  // min_p after top-p, as the CPU sampler: prob(i) is relative to the
+  // argmax's probability (exp(0) = 1), so the threshold is min_p itself.
   auto kept = [&](int32_t i) {
-    return OrderedKey(row[i]) >= p_threshold ? prob(i) : 0.0f;
+    if (OrderedKey(row[i]) < p_threshold) return 0.0f;
+    const float q = prob(i);
+    return q >= p.min_p ? q : 0.0f;
   };
   // Contiguous chunk per thread, block-wide inclusive scan of chunk sums.
   const int32_t chunk = (vocab + blockDim.x - 1) / blockDim.x;

@@ -73,6 +73,7 @@ void FillParams(absl::Span<const GpuSamplingParams> params, int32_t batch,
       p.temperature = params[b].temperature;
       p.top_k = params[b].top_k;
       p.top_p = params[b].top_p;
+      p.min_p = params[b].min_p;
       p.seed = params[b].seed;
       p.step = params[b].step;
     }
