@@ -92,10 +92,11 @@ struct GpuSamplingParams {
   float temperature = 0.0f;
   int32_t top_k = 0;
   float top_p = 1.0f;
-  // 0 = off; applied after top-p (model_kernels.h LaunchSample).
-  float min_p = 0.0f;
   uint64_t seed = 0;
   uint64_t step = 0;
+  // 0 = off; applied after top-p (model_kernels.h LaunchSample). Last, so
+  // that {temperature, top_k, top_p, seed, step} initializers keep meaning.
+  float min_p = 0.0f;
 };
 
 // Wall-clock phases of the last step (seconds; host timers around the
