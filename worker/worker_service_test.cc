@@ -343,6 +343,11 @@ TEST_F(WorkerServiceTest, ClientsGoneAbortTheirRequestsOnce) {
   EXPECT_EQ(expires.Await().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   queued.Cancel();
   EXPECT_EQ(queued.Await().error_code(), grpc::StatusCode::CANCELLED);
+  // The client sees CANCELLED before the worker does: wait until the
+  // worker has aborted the queued request, or the running one's slot,
+  // freed next, could admit it first (a second Acquire and Release).
+  ASSERT_TRUE(
+      WaitFor([&] { return scheduler_->Stats().requests_aborted == 2; }));
   running.Cancel();
   EXPECT_EQ(running.Await().error_code(), grpc::StatusCode::CANCELLED);
   ASSERT_TRUE(
