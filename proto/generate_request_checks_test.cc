@@ -55,6 +55,7 @@ TEST(GenerateRequestChecksTest, AcceptsValidRequestsAtTheBounds) {
   EXPECT_TRUE(CheckModelIndependentFields(r).ok());
   r.set_n(64);
   r.mutable_sampling()->set_logprobs(20);
+  r.mutable_sampling()->set_prompt_logprobs(0);
   r.mutable_sampling()->set_repetition_penalty(2);
   r.mutable_sampling()->set_frequency_penalty(-2);
   r.mutable_sampling()->set_presence_penalty(2);
@@ -125,6 +126,14 @@ TEST(GenerateRequestChecksTest, EachBrokenRuleIsInvalidArgumentNamingIt) {
        "logprobs must be in [0, 20], got 21"},
       {[](GenerateRequest* r) { r->mutable_sampling()->set_logprobs(-1); },
        "logprobs must be in [0, 20], got -1"},
+      {[](GenerateRequest* r) {
+         r->mutable_sampling()->set_prompt_logprobs(21);
+       },
+       "prompt_logprobs must be in [0, 20], got 21"},
+      {[](GenerateRequest* r) {
+         r->mutable_sampling()->set_prompt_logprobs(-1);
+       },
+       "prompt_logprobs must be in [0, 20], got -1"},
       {[](GenerateRequest* r) {
          r->mutable_sampling()->set_repetition_penalty(2.5f);
        },
