@@ -54,6 +54,24 @@ ForwardBatch BuildForwardBatch(absl::Span<const BatchEntry> entries) {
   return batch;
 }
 
+namespace {
+
+// The chunk's rows that are followed by a prompt token (positions below
+// prompt_len - 1), while the request's prompt logprobs are pending.
+void SetPromptTargets(const BatchEntry& e, SequenceSampling* s) {
+  Sequence& seq = *e.seq;
+  if (!e.prefill || !seq.wants_prompt_logprobs()) return;
+  s->prompt_logprobs = seq.sampling.prompt_logprobs;
+  const int64_t begin = seq.num_computed;
+  const int64_t end = std::min<int64_t>(begin + e.chunk, seq.prompt_len - 1);
+  if (end <= begin) return;
+  s->prompt_targets =
+      absl::Span<const int32_t>(seq.tokens).subspan(begin + 1, end - begin);
+  s->prompt_logprobs_out = seq.prompt_logprobs.data() + begin;
+}
+
+}  // namespace
+
 std::vector<SequenceSampling> BuildSequenceSampling(
     absl::Span<const BatchEntry> entries) {
   // One token per sequence whose tokens are all computed after this step;
@@ -79,6 +97,7 @@ std::vector<SequenceSampling> BuildSequenceSampling(
     const absl::Span<const int32_t> tokens(seq.tokens);
     s.prompt = tokens.subspan(0, seq.prompt_len);
     s.output = tokens.subspan(seq.prompt_len);
+    SetPromptTargets(entries[i], &s);
   }
   return sampling;
 }

@@ -4,7 +4,8 @@
 // ForwardBatch the executor runs (BuildForwardBatch: input_ids, positions,
 // qo_indptr, kv_indptr, kv_indices, out_cache_loc, copy ops; semantics in
 // worker/model_executor.h) and each row's sampling arguments
-// (BuildSequenceSampling). Pure: reads the sequences, changes nothing.
+// (BuildSequenceSampling). Pure: reads the sequences, changes nothing
+// (the executor later writes the prompt logprobs it is pointed to).
 #ifndef RADIXKV_WORKER_BATCH_BUILDER_H_
 #define RADIXKV_WORKER_BATCH_BUILDER_H_
 
@@ -55,7 +56,10 @@ ForwardBatch BuildForwardBatch(absl::Span<const BatchEntry> entries);
 // sequence's tokens) and the request's sampling parameters, seed, step
 // (tokens generated so far), host sampler and token history (prompt and
 // output, views of Sequence::tokens). `sampled` is left null (the caller
-// provides the logprob outputs).
+// provides the logprob outputs); a prefill chunk of a request with pending
+// prompt logprobs gets its prompt_targets (a view of Sequence::tokens) and
+// prompt_logprobs_out (into Sequence::prompt_logprobs, which the executor
+// fills).
 std::vector<SequenceSampling> BuildSequenceSampling(
     absl::Span<const BatchEntry> entries);
 

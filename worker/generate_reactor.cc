@@ -26,6 +26,8 @@ v1::GenerateResponse ToResponse(const GenerateEvent& event,
   response.set_sample_index(event.sample_index);
   response.mutable_logprobs()->Assign(event.logprobs.begin(),
                                       event.logprobs.end());
+  response.mutable_prompt_logprobs()->Assign(event.prompt_logprobs.begin(),
+                                             event.prompt_logprobs.end());
   return response;
 }
 

@@ -44,7 +44,7 @@ v1::AcquireRequest AcquireRequestFor(const Sequence& seq,
   request.set_priority(seq.priority);
   request.set_reserve_tokens(static_cast<int32_t>(reserve));
   request.set_request_id(seq.request_id);
-  request.set_disable_match(seq.disable_prefix_cache);
+  request.set_disable_match(!seq.reuses_prefix());
   return request;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "model/model_config.h"
 #include "worker/kernels/cpu/copy_blocks.h"
@@ -99,6 +100,18 @@ struct SequenceSampling {
   // Receives the sampled token with its logprobs when logprobs > 0 (not
   // null then; untouched otherwise).
   SampledToken* sampled = nullptr;
+  // Prompt logprobs (SamplingParams.prompt_logprobs): -1 = off; else the
+  // top alternatives returned, [0, 20]. The first prompt_targets.size()
+  // new tokens of this sequence predict prompt tokens: new token i is
+  // followed by prompt token prompt_targets[i] (>= 0), and
+  // prompt_logprobs_out[i] receives that token's logprob and the
+  // prompt_logprobs most likely tokens of the log-softmax of the row's
+  // logits as the model gives them (no processor, temperature 1).
+  // Independent of needs_token: every prefill chunk has such rows.
+  int32_t prompt_logprobs = -1;
+  absl::Span<const int32_t> prompt_targets;
+  // [prompt_targets.size()]; not null when prompt_targets is not empty.
+  SampledToken* prompt_logprobs_out = nullptr;
   // The request's host sampler (same parameters, stream seeded with `seed`,
   // advanced once per sampled token): the default ForwardSample draws from
   // it, so the host path gives exactly the tokens of Forward + Sampler.
@@ -150,7 +163,11 @@ class ModelExecutor {
   // other than B, return_all_logits, or invalid sampling values (temperature <
   // 0 or not finite, top_k < 0, top_p outside (0, 1], repetition_penalty
   // outside (0, 2], frequency or presence penalty outside [-2, 2], min_p
-  // outside [0, 1], logprobs outside [0, 20] or without `sampled`).
+  // outside [0, 1], logprobs outside [0, 20] or without `sampled`,
+  // prompt_targets longer than the sequence's new tokens, negative, or
+  // without prompt_logprobs in [0, 20] and an output).
+  // With prompt_targets, the logits of those rows are computed as well
+  // (in chunks under a device backend's logit-row bound).
   virtual absl::Status ForwardSample(
       const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
       std::vector<int32_t>* token_ids);
@@ -170,6 +187,17 @@ class ModelExecutor {
 // Does not validate `batch` itself (Forward does).
 absl::Status ValidateSequenceSampling(
     const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling);
+
+// True when a row of `sampling` has prompt_targets (its logits rows are
+// needed beyond the last token of each sequence).
+bool WantsPromptLogprobs(absl::Span<const SequenceSampling> sampling);
+
+// The raw logprob of `target` and the `k` most likely tokens of `row`
+// (fp32 [vocab] logits; log-softmax in float64, temperature 1; logits that
+// are not finite give NaN logprobs, as the device kernel's).
+// INVALID_ARGUMENT for a target outside [0, vocab).
+absl::StatusOr<SampledToken> RawLogprobs(absl::Span<const float> row,
+                                         int32_t target, int32_t k);
 
 }  // namespace radixkv::worker
 

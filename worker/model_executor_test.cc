@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/logit_processors.h"
 #include "worker/sampler.h"
 #include "worker/testing/fake_model_executor.h"
 
@@ -167,6 +168,65 @@ TEST(ModelExecutorForwardSampleTest, BadArgumentsRunNoForward) {
   e.FailNextForward();
   EXPECT_EQ(e.ForwardSample(TwoPrompts(), two, &tokens).code(),
             absl::StatusCode::kInternal);
+}
+
+// Prompt targets: their rows' raw log-softmax (float64) of the all-token
+// logits, while each sequence's token still comes from its last row.
+TEST(ModelExecutorForwardSampleTest, PromptTargetsGetTheirRowsLogprobs) {
+  ForwardBatch all = TwoPrompts();
+  all.return_all_logits = true;
+  const std::vector<float> rows = Logits(all);
+  ASSERT_EQ(rows.size(), 5u * FakeModelExecutor::kVocabSize);
+  FakeModelExecutor e(64, 1);
+  std::vector<SequenceSampling> s(2);
+  // Sequence 0: rows 0 and 1 are followed by prompt tokens 6 and 7.
+  const std::vector<int32_t> targets = {6, 7};
+  std::vector<SampledToken> out(2);
+  s[0].prompt_logprobs = 3;
+  s[0].prompt_targets = targets;
+  s[0].prompt_logprobs_out = out.data();
+  s[0].temperature = 2.0f;  // does not apply to prompt logprobs
+  s[0].repetition_penalty = 1.7f;
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(e.ForwardSample(TwoPrompts(), s, &tokens).ok());
+  EXPECT_EQ(tokens[1], e.NextToken({8, 9}));
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<double> ref =
+        LogSoftmax(std::vector<double>(
+                       rows.begin() + i * FakeModelExecutor::kVocabSize,
+                       rows.begin() + (i + 1) * FakeModelExecutor::kVocabSize),
+                   1.0);
+    EXPECT_EQ(out[i].token, targets[i]);
+    EXPECT_DOUBLE_EQ(out[i].logprob, ref[targets[i]]);
+    ASSERT_EQ(out[i].top.size(), 3u);
+    for (const auto& [id, lp] : out[i].top) EXPECT_DOUBLE_EQ(lp, ref[id]);
+  }
+}
+
+TEST(ModelExecutorForwardSampleTest, BadPromptTargetsRunNoForward) {
+  FakeModelExecutor e(64, 1);
+  std::vector<int32_t> tokens;
+  std::vector<SampledToken> out(4);
+  const std::vector<int32_t> four = {1, 2, 3, 4}, negative = {-1};
+  auto with = [&](absl::Span<const int32_t> targets, int32_t k,
+                  SampledToken* dst) {
+    std::vector<SequenceSampling> s(2);
+    s[0].prompt_targets = targets;
+    s[0].prompt_logprobs = k;
+    s[0].prompt_logprobs_out = dst;
+    return e.ForwardSample(TwoPrompts(), s, &tokens).code();
+  };
+  // More targets than the sequence's 3 new tokens.
+  EXPECT_EQ(with(four, 1, out.data()), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(negative, 1, out.data()), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(four, 1, nullptr), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with({}, 21, out.data()), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(absl::MakeConstSpan(four).subspan(0, 1), -1, out.data()),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(e.batches().empty());
+  // A target beyond the vocabulary is caught where the row is read.
+  const std::vector<int32_t> huge = {FakeModelExecutor::kVocabSize};
+  EXPECT_EQ(with(huge, 0, out.data()), absl::StatusCode::kInvalidArgument);
 }
 
 // A row whose logits are NaN cannot be sampled: that row alone reports

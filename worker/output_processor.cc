@@ -111,6 +111,16 @@ v1::TokenLogprobs ToTokenLogprobs(const SampledToken& sampled) {
   return out;
 }
 
+void TakePromptLogprobs(Sequence* seq, GenerateEvent* event) {
+  if (!seq->wants_prompt_logprobs()) return;
+  event->prompt_logprobs.reserve(seq->prompt_logprobs.size());
+  for (const SampledToken& t : seq->prompt_logprobs) {
+    event->prompt_logprobs.push_back(ToTokenLogprobs(t));
+  }
+  seq->prompt_logprobs_sent = true;
+  seq->prompt_logprobs = {};
+}
+
 absl::Status CheckSampledTokens(absl::Span<const int32_t> token_ids,
                                 absl::Span<const SequenceSampling> sampling,
                                 int32_t vocab_size) {

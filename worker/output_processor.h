@@ -66,6 +66,10 @@ GenerateEvent EndEvent(const Sequence& seq, absl::Status status,
 // The proto form of a sampled token's logprobs (GenerateResponse.logprobs).
 v1::TokenLogprobs ToTokenLogprobs(const SampledToken& sampled);
 
+// Moves `seq`'s computed prompt logprobs into `event` (the event of its
+// first token) when they are pending, and marks them sent.
+void TakePromptLogprobs(Sequence* seq, GenerateEvent* event);
+
 // OK when the executor returned one id per sequence and every id that was
 // needed is in [0, vocab_size) or kSamplingFailedToken; INTERNAL otherwise
 // ("executor returned N tokens for M sequences", "executor sampled token T

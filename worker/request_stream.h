@@ -39,6 +39,9 @@ struct GenerateEvent {
   bool more_samples = false;
   // Per token of token_ids when the request asked for logprobs.
   std::vector<v1::TokenLogprobs> logprobs;
+  // The request's prompt logprobs (GenerateResponse.prompt_logprobs), in
+  // the event of sample 0's first token.
+  std::vector<v1::TokenLogprobs> prompt_logprobs;
 };
 
 // Events in push order; the last one has finished = true and more_samples =

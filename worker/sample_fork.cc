@@ -38,6 +38,9 @@ std::unique_ptr<Sequence> NewSample(const Sequence& parent, int32_t index,
   child->arrival = parent.arrival;
   child->sample_index = index;
   child->group = std::move(group);
+  // The request's prompt logprobs go out once, with sample 0.
+  child->prompt_logprobs_sent = parent.prompt_logprobs_sent || index != 0;
+  if (index == 0) child->prompt_logprobs = parent.prompt_logprobs;
   return child;
 }
 

@@ -51,6 +51,11 @@ absl::Status ValidateSamplingParams(const SamplingParams& params,
     return absl::InvalidArgumentError(
         absl::StrCat("logprobs must be in [0, 20], got ", params.logprobs));
   }
+  if (params.prompt_logprobs < -1 || params.prompt_logprobs > 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_logprobs must be in [0, 20] (-1 = off), got ",
+                     params.prompt_logprobs));
+  }
   return absl::OkStatus();
 }
 

@@ -50,6 +50,10 @@ struct SamplingParams {
   // Top alternatives returned with each token's logprob, [0, 20]; 0 = no
   // logprobs.
   int32_t logprobs = 0;
+  // Prompt logprobs: -1 = off; else the top alternatives returned with each
+  // prompt token's logprob, [0, 20] (raw logits: no processor, temperature
+  // 1; common.proto SamplingParams.prompt_logprobs).
+  int32_t prompt_logprobs = -1;
 };
 
 // One sampled token and, when SamplingParams.logprobs > 0, its logprob and
@@ -65,7 +69,8 @@ struct SampledToken {
 // INVALID_ARGUMENT unless temperature >= 0 and finite, top_k >= 0,
 // 0 < top_p <= 1, max_new_tokens in [1, max_new_tokens_limit], no empty stop
 // string, repetition_penalty in (0, 2], frequency and presence penalties in
-// [-2, 2], min_p in [0, 1], logprobs in [0, 20].
+// [-2, 2], min_p in [0, 1], logprobs in [0, 20], prompt_logprobs in
+// [-1, 20].
 absl::Status ValidateSamplingParams(const SamplingParams& params,
                                     int32_t max_new_tokens_limit);
 

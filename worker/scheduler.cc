@@ -207,6 +207,9 @@ absl::StatusOr<std::unique_ptr<Sequence>> Scheduler::NewSequence(
   }
   seq->tokens = std::move(parsed.prompt);
   seq->sampling = std::move(parsed.sampling);
+  if (seq->sampling.prompt_logprobs >= 0) {
+    seq->prompt_logprobs.resize(seq->prompt_len - 1);
+  }
   return seq;
 }
 
@@ -550,7 +553,7 @@ void Scheduler::OnAdmitted(Sequence* seq, int32_t* prefill_budget) {
 }
 
 bool Scheduler::WaitsForSharedPrefill(const Sequence& candidate) const {
-  if (candidate.disable_prefix_cache) return false;
+  if (!candidate.reuses_prefix()) return false;
   const int64_t threshold =
       std::max<int64_t>(kMinSharedPrefillTokens, 2 * page_size_);
   for (const auto& seq : running_) {
@@ -738,6 +741,7 @@ int64_t Scheduler::ProcessOutputs(const BatchPlan& plan,
     if (sampling[i].logprobs > 0) {
       event.logprobs.push_back(ToTokenLogprobs(sampled[i]));
     }
+    TakePromptLogprobs(&seq, &event);
     ++decode_tokens;
     ObserveTokenLatency(&seq, now);
     if (event.finished) {

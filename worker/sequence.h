@@ -82,6 +82,23 @@ struct Sequence {
   // Null for n = 1.
   std::shared_ptr<SampleGroup> group;
 
+  // Prompt logprobs (sampling.prompt_logprobs >= 0): entry i is for prompt
+  // token i + 1, filled as the prefill chunks are computed ([prompt_len -
+  // 1] while pending) and sent once, with sample 0's first token. A parent
+  // hands them to its child of sample index 0.
+  std::vector<SampledToken> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+
+  // Prompt logprobs still to compute: every prompt position must then be
+  // computed, so Acquire matches no cached prefix.
+  bool wants_prompt_logprobs() const {
+    return sampling.prompt_logprobs >= 0 && !prompt_logprobs_sent;
+  }
+  // Acquire may reuse a cached prefix.
+  bool reuses_prefix() const {
+    return !disable_prefix_cache && !wants_prompt_logprobs();
+  }
+
   bool in_prefill() const { return num_computed < acquired_len; }
   // Positions this sequence computes before its next fork or token: a parent
   // stops before the last prompt token.

@@ -189,10 +189,10 @@ absl::Status EnqueueLayer(const GpuForward& f, const StepShape& sh, int layer) {
   return DownProj(f, w, n);
 }
 
-// Final norm and LM head of `rows` logit rows whose x rows are listed at
-// row_index (device), into the workspace's logits.
-absl::Status LmHead(const GpuForward& f, const int32_t* row_index,
-                    int32_t rows) {
+}  // namespace
+
+absl::Status EnqueueLmHead(const GpuForward& f, const int32_t* row_index,
+                           int32_t rows) {
   const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
   RADIXKV_RETURN_IF_ERROR(
@@ -203,8 +203,6 @@ absl::Status LmHead(const GpuForward& f, const int32_t* row_index,
   return f.gemm->Run(ws.rows, f.weights->lm_head, ws.logits, rows, c.vocab_size,
                      c.hidden_size, 0.0f);
 }
-
-}  // namespace
 
 absl::Status EnqueueAttention(const GpuForward& f, const StepShape& sh,
                               int layer, float sm_scale) {
@@ -231,7 +229,7 @@ absl::Status EnqueueForward(const GpuForward& f, const StepShape& sh) {
   }
   if (sh.logit_rows > f.max_logit_rows) return absl::OkStatus();
   RADIXKV_RETURN_IF_ERROR(
-      LmHead(f, ws.Dev<int32_t>(ws.meta.rows), sh.logit_rows));
+      EnqueueLmHead(f, ws.Dev<int32_t>(ws.meta.rows), sh.logit_rows));
   if (sh.output == StepOutput::kArgmax) {
     return KernelError(LaunchArgmax(ws.logits, sh.logit_rows, c.vocab_size,
                                     ws.tokens, f.stream),
@@ -262,7 +260,8 @@ absl::Status ChunkedLogits(const GpuForward& f, int32_t rows, float* logits) {
   hipStream_t s = static_cast<hipStream_t>(f.stream);
   for (int32_t r0 = 0; r0 < rows; r0 += f.max_logit_rows) {
     const int32_t n = std::min(f.max_logit_rows, rows - r0);
-    RADIXKV_RETURN_IF_ERROR(LmHead(f, ws.Dev<int32_t>(ws.meta.rows) + r0, n));
+    RADIXKV_RETURN_IF_ERROR(
+        EnqueueLmHead(f, ws.Dev<int32_t>(ws.meta.rows) + r0, n));
     RADIXKV_RETURN_IF_ERROR(RuntimeError(
         hipMemcpyAsync(ws.logits_host, ws.logits, n * V * sizeof(float),
                        hipMemcpyDeviceToHost, s),

@@ -65,6 +65,13 @@ absl::Status EnqueueAttention(const GpuForward& f, const StepShape& shape,
 absl::Status EnqueueLayerGemms(const GpuForward& f, int layer,
                                int64_t num_tokens);
 
+// Final norm and LM head of `rows` (<= max_logit_rows) logit rows into the
+// workspace's logits (fp32 [rows, vocab]); row i reads residual row
+// row_index[i] (device int32 [rows]). After a step's forward the residual
+// stream holds every new token's final hidden state. No synchronization.
+absl::Status EnqueueLmHead(const GpuForward& f, const int32_t* row_index,
+                           int32_t rows);
+
 // After EnqueueForward of an all-token step of `rows` logit rows:
 // final norm and LM head in chunks of max_logit_rows rows, each copied to
 // logits + r0 * vocab (host, [rows, vocab]) after synchronizing the stream.

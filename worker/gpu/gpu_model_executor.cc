@@ -11,6 +11,7 @@
 #include "worker/gpu/decode_graphs.h"
 #include "worker/gpu/device_logit_processing.h"
 #include "worker/gpu/device_memory.h"
+#include "worker/gpu/device_prompt_logprobs.h"
 #include "worker/gpu/gpu_forward.h"
 #include "worker/gpu/gpu_gemm.h"
 #include "worker/gpu/gpu_kv_pool.h"
@@ -117,6 +118,7 @@ struct GpuModelExecutor::Impl {
   gpu::DecodeGraphCache graphs;
   gpu::GpuForward forward;
   gpu::DeviceLogitProcessing processing;
+  gpu::DevicePromptLogprobs prompt_logprobs;
   int num_sms = 132;
   // The last step's shape, for the benchmark hooks.
   gpu::StepShape last_shape;
@@ -181,6 +183,8 @@ absl::Status GpuModelExecutor::Impl::Allocate(GpuModelExecutor& e) {
       std::min<int64_t>(o.max_kv_indices + o.max_batch_size,
                         static_cast<int64_t>(o.max_batch_size) * c.vocab_size),
       &memory, &e.workspace_bytes_));
+  RADIXKV_RETURN_IF_ERROR(
+      prompt_logprobs.Allocate(o.max_logit_rows, &memory, &e.workspace_bytes_));
   forward.config = &e.config_;
   forward.weights = &weights;
   forward.pool = &pool;
@@ -310,6 +314,16 @@ absl::Status GpuModelExecutor::ForwardSample(
     return absl::InvalidArgumentError("token_ids is null");
   }
   RADIXKV_RETURN_IF_ERROR(ValidateSequenceSampling(batch, sampling));
+  bool on_host = false;
+  RADIXKV_RETURN_IF_ERROR(SampleRows(batch, sampling, token_ids, &on_host));
+  // The host path computed the prompt logprobs from all-token logits.
+  if (on_host || !WantsPromptLogprobs(sampling)) return absl::OkStatus();
+  return impl_->prompt_logprobs.Run(impl_->forward, batch, sampling);
+}
+
+absl::Status GpuModelExecutor::SampleRows(
+    const ForwardBatch& batch, absl::Span<const SequenceSampling> sampling,
+    std::vector<int32_t>* token_ids, bool* on_host) {
   std::vector<GpuSamplingParams> params(sampling.size());
   for (size_t b = 0; b < sampling.size(); ++b) {
     const SequenceSampling& s = sampling[b];
@@ -326,8 +340,8 @@ absl::Status GpuModelExecutor::ForwardSample(
   // the forward (device_logit_processing.h). Only a batch whose histories
   // exceed their buffer samples on the host (the B x vocab copy).
   if (gpu::NeedsDeviceProcessors(sampling)) {
-    if (batch.return_all_logits ||
-        !impl_->processing.Prepare(sampling, config_.vocab_size)) {
+    if (!impl_->processing.Prepare(sampling, config_.vocab_size)) {
+      *on_host = true;
       return ModelExecutor::ForwardSample(batch, sampling, token_ids);
     }
     RADIXKV_RETURN_IF_ERROR(Run(batch, StepOutput::kLogits, params, nullptr,

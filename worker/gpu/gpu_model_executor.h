@@ -143,7 +143,11 @@ class GpuModelExecutor final : public ModelExecutor {
   // penalized logits over the temperature, before truncation), and only B
   // tokens plus B x (1 + k) logprobs come back. A batch whose distinct
   // history tokens exceed that buffer (max_kv_indices + max_batch_size in
-  // all) is sampled on the host (ModelExecutor::ForwardSample).
+  // all) is sampled on the host (ModelExecutor::ForwardSample). Prompt
+  // logprobs (prompt_targets) run on the device after the sampling, over
+  // the step's final hidden states in chunks of max_logit_rows rows
+  // (device_prompt_logprobs.h: fp32, raw logits); only rows x (1 + k)
+  // values come back.
   absl::Status ForwardSample(const ForwardBatch& batch,
                              absl::Span<const SequenceSampling> sampling,
                              std::vector<int32_t>* token_ids) override;
@@ -193,6 +197,12 @@ class GpuModelExecutor final : public ModelExecutor {
  private:
   struct Impl;
   GpuModelExecutor() = default;
+  // The token of every row of a validated ForwardSample; *on_host is set
+  // when the batch went to ModelExecutor::ForwardSample (which also fills
+  // the prompt logprobs).
+  absl::Status SampleRows(const ForwardBatch& batch,
+                          absl::Span<const SequenceSampling> sampling,
+                          std::vector<int32_t>* token_ids, bool* on_host);
   absl::Status Run(const ForwardBatch& batch, gpu::StepOutput output,
                    absl::Span<const GpuSamplingParams> params,
                    std::vector<int32_t>* tokens, std::vector<float>* logits,

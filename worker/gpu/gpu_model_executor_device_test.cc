@@ -734,6 +734,83 @@ TEST(GpuExecutor, DeviceProcessorsMatchAFloat64ReferenceOfTheDeviceLogits) {
   }
 }
 
+// Prompt logprobs on the device (device_prompt_logprobs.h) in chunks of 8
+// rows (max_logit_rows 8: 32 target rows make 4 chunks), in a batch that
+// also samples with the device processors, against a float64 log-softmax of
+// the same executor's all-token logits of that batch: fp32 logprobs within
+// 1e-4, the reference's top ids (ties excepted); outputs poisoned first.
+TEST(GpuExecutor, PromptLogprobsMatchAFloat64ReferenceOfTheDeviceLogits) {
+  GpuModelExecutorOptions o;
+  o.model_dir = Shared() + "/golden/models/llama-tiny-fp32";
+  o.dtype = DType::kF32;
+  o.kv_capacity_slots = 4096;
+  o.max_tokens_per_step = 256;
+  o.max_batch_size = 8;
+  o.max_logit_rows = 8;
+  o.max_context_len = 1024;
+  auto gpu = GpuModelExecutor::Create(o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const uint32_t seed = std::random_device{}();
+  std::printf("PromptLogprobs seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> prompts(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 13 + 8 * s; ++i) prompts[s].push_back(3 + rng() % 200);
+  }
+  ForwardBatch b = PrefillBatch(prompts);
+  ForwardBatch all = b;
+  all.return_all_logits = true;
+  std::vector<float> logits;
+  ASSERT_TRUE((*gpu)->Forward(all, &logits).ok());
+  // Sequences 0 and 1 ask for prompt logprobs (0 and 5 alternatives) of
+  // all but their last row; 1 also samples with logprobs and a penalty.
+  const int kTop[2] = {0, 5};
+  std::vector<std::vector<SampledToken>> out(2);
+  std::vector<std::vector<int32_t>> targets(2);
+  std::vector<SequenceSampling> ss(3);
+  SampledToken sampled;
+  for (int s = 0; s < 2; ++s) {
+    targets[s].assign(prompts[s].begin() + 1, prompts[s].end());
+    out[s].assign(targets[s].size(), SampledToken{-7, NAN, {{-7, NAN}}});
+    ss[s].prompt_logprobs = kTop[s];
+    ss[s].prompt_targets = targets[s];
+    ss[s].prompt_logprobs_out = out[s].data();
+  }
+  ss[1].repetition_penalty = 1.3f;
+  ss[1].logprobs = 2;
+  ss[1].prompt = prompts[1];
+  ss[1].sampled = &sampled;
+  ss[2].temperature = 0.8f;
+  ss[2].seed = seed;
+  std::vector<int32_t> tokens(3, 12345);
+  ASSERT_TRUE(static_cast<ModelExecutor*>(gpu->get())
+                  ->ForwardSample(b, ss, &tokens)
+                  .ok());
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_GE(tokens[s], 0);
+    EXPECT_LT(tokens[s], kVocab);
+  }
+  for (int s = 0; s < 2; ++s) {
+    for (size_t i = 0; i < targets[s].size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("sequence ", s, " row ", i));
+      const size_t row = b.qo_indptr[s] + i;
+      const std::vector<double> x(logits.begin() + row * kVocab,
+                                  logits.begin() + (row + 1) * kVocab);
+      const std::vector<double> ref = LogSoftmax(x, 1.0);
+      const SampledToken& got = out[s][i];
+      EXPECT_EQ(got.token, targets[s][i]);
+      EXPECT_NEAR(got.logprob, ref[targets[s][i]], 1e-4);
+      const auto top = TopLogprobs(ref, kTop[s]);
+      ASSERT_EQ(got.top.size(), top.size());
+      for (size_t j = 0; j < top.size(); ++j) {
+        const auto [id, lp] = got.top[j];
+        EXPECT_NEAR(lp, ref[id], 1e-4) << j;
+        if (id != top[j].first) EXPECT_NEAR(ref[id], top[j].second, 1e-5);
+      }
+    }
+  }
+}
+
 // A small case for compute-sanitizer (racecheck instruments every shared
 // memory access and is far too slow for the tests above): on the 2-layer
 // bf16 checkpoint, with the tensor-core and the generic attention kernels,

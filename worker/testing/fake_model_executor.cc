@@ -88,7 +88,9 @@ absl::Status FakeModelExecutor::Forward(const ForwardBatch& batch,
   record.num_tokens = static_cast<int32_t>(num_tokens);
   record.is_decode = batch.is_decode;
   record.num_copy_ops = static_cast<int32_t>(batch.copy_ops.size());
-  logits->assign(num_seqs * kVocabSize, 0.0f);
+  // All-token logits: one row per new token (its context ends there).
+  const bool all_rows = batch.return_all_logits && !batch.is_decode;
+  logits->assign((all_rows ? num_tokens : num_seqs) * kVocabSize, 0.0f);
   for (size_t b = 0; b < num_seqs; ++b) {
     const int32_t q0 = batch.qo_indptr[b], q1 = batch.qo_indptr[b + 1];
     const int32_t k0 = batch.kv_indptr[b], k1 = batch.kv_indptr[b + 1];
@@ -119,7 +121,13 @@ absl::Status FakeModelExecutor::Forward(const ForwardBatch& batch,
           return absl::InvalidArgumentError("extend position mismatch");
         }
         context.push_back(batch.input_ids[i]);
+        if (all_rows) {
+          const std::vector<float> row = Logits(context);
+          std::copy(row.begin(), row.end(),
+                    logits->begin() + static_cast<size_t>(i) * kVocabSize);
+        }
       }
+      if (all_rows) continue;
     }
     const std::vector<float> row = Logits(context);
     std::copy(row.begin(), row.end(), logits->begin() + b * kVocabSize);
