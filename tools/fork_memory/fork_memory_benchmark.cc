@@ -20,12 +20,15 @@
 // From a staged tree (worker/gpu/run_gpu_backend_suite.sh, step fork), e.g.
 //   bin/tools/fork_memory/fork_memory_benchmark --bin_dir=bin
 //     --worker_args="--device=gpu --kv_dtype=f32"
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -286,6 +289,20 @@ void PrintTable(const std::vector<Run>& runs) {
   }
 }
 
+// Under bazel run, the children (worker, router) find their runfiles (the
+// sentencepiece plug-in) through this binary's merged runfiles tree; a staged
+// tree has none (the plug-in lies next to each binary).
+void ExportRunfilesDir() {
+  if (std::getenv("RUNFILES_DIR") != nullptr) return;
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return;
+  const std::string runfiles = std::string(buf, n) + ".runfiles";
+  if (std::filesystem::exists(runfiles)) {
+    ::setenv("RUNFILES_DIR", runfiles.c_str(), 1);
+  }
+}
+
 radixkv::router::LocalClusterOptions ClusterOptions() {
   radixkv::router::LocalClusterOptions options;
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
@@ -312,6 +329,7 @@ radixkv::router::LocalClusterOptions ClusterOptions() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  ExportRunfilesDir();
   auto cluster = radixkv::router::LocalCluster::Start(ClusterOptions());
   if (!cluster.ok()) {
     std::fprintf(stderr, "cluster: %s\n", cluster.status().ToString().c_str());
