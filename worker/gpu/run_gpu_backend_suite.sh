@@ -7,13 +7,15 @@
 #                      cluster layout
 #                      cache_service/ worker/ (= //worker/gpu:worker_gpu)
 #                      router/router, tools/workload/workload_runner,
-#                      tools/local_cluster/local_cluster
+#                      tools/local_cluster/local_cluster,
+#                      tools/fork_memory/fork_memory_benchmark
 #   .gpu-run/lib.tar.xz  Debian shared libraries the binaries need
 #   .gpu-run/bin.tar.xz  the binaries of bin/, xz-compressed
 #   .gpu-run/shared/golden  copy of shared/golden
 #
 #   worker/gpu/run_gpu_backend_suite.sh [RUN_DIR] [STEPS]
-#     STEPS: comma list of test,families,sanitize,bench,e2e (default all)
+#     STEPS: comma list of test,families,sanitize,bench,e2e,fork (default
+#     all but fork)
 #   test      the device test (golden checkpoints, GPU vs CPU, graphs, device
 #             sampling, the scheduler's serving path on the device)
 #   families  gpu_model_family_device_test on .gpu-run/model_families (Qwen3,
@@ -28,6 +30,11 @@
 #   e2e       greedy text of 12 prompts through a cluster whose worker is
 #             --device=cpu vs one whose worker is --device=gpu (must be
 #             identical), then the multi-turn / shared-prefix workloads
+#   fork      fork_memory_benchmark against one GPU worker (fp32, embedded
+#             demo model): n = 8 samples as one request (the lease forked)
+#             vs 8 requests, prefix cache off and on; peak KV slots, output
+#             tokens/s, TTFT and TPOT p50/p99 (docs/perf.md "Parallel
+#             sampling"); not in the default list (its own run)
 # Logs go to $OUT (device tool) or /tmp/gpu-backend; prints a summary last.
 set -uo pipefail
 R="${1:-.gpu-run}"
@@ -131,6 +138,18 @@ if [[ "${STEPS}" == *,e2e,* ]]; then
   tar -czf "${LOG}/e2e-logs.tgz" -C /tmp e2e-run 2>/dev/null
   rm -f "${LOG}"/worker-*.log "${LOG}"/router.log "${LOG}"/cache_service.log
 fi
+if [[ "${STEPS}" == *,fork,* ]]; then
+  # cache service + router + one GPU worker (fp32, embedded demo model) on
+  # loopback; the table goes to fork.log, the processes' logs to fork-logs.tgz.
+  rm -rf /tmp/fork-run
+  timeout "${FORK_TIMEOUT:-300}" "${B}/tools/fork_memory/fork_memory_benchmark" \
+    --bin_dir="${B}" --run_dir=/tmp/fork-run \
+    --model_dir=models/radixkv-demo-llama --kv_capacity_tokens=32768 \
+    --worker_args="--device=gpu --kv_dtype=f32 --max_running_requests=64" \
+    >"${LOG}/fork.log" 2>&1
+  rc[fork]=$?
+  tar -czf "${LOG}/fork-logs.tgz" -C /tmp fork-run 2>/dev/null
+fi
 
 echo "== gpu: $(cat "${LOG}/gpu.txt")"
 if [[ -f "${LOG}/test.log" ]]; then
@@ -150,6 +169,7 @@ if [[ -f "${LOG}/greedy.diff" ]]; then
   head -3 "${LOG}/greedy-gpu.txt" | cut -c1-200
 fi
 [[ -f "${LOG}/e2e.log" ]] && { echo "== e2e"; tail -40 "${LOG}/e2e.log"; }
+[[ -f "${LOG}/fork.log" ]] && { echo "== fork"; tail -8 "${LOG}/fork.log"; }
 status=0
 for k in "${!rc[@]}"; do
   echo "step ${k}: rc=${rc[$k]}"

@@ -13,15 +13,18 @@ bazel build //worker/gpu:worker_gpu //worker/gpu:gpu_model_executor_device_test 
   //worker/gpu:gpu_model_benchmark //worker/gpu:make_random_checkpoint \
   //worker/gpu:greedy_text_client \
   //router:router //tools/workload:workload_runner //tools/local_cluster \
+  //tools/fork_memory:fork_memory_benchmark \
   //cache_service:cache_service //model/tokenizer:libradixkv_sentencepiece.so
 rm -rf "${R}"
-mkdir -p "${R}"/bin/{worker,router,cache_service,tools/workload,tools/local_cluster} \
+mkdir -p "${R}"/bin/{worker,router,cache_service,tools/workload,tools/local_cluster,tools/fork_memory} \
   "${R}/lib" "${R}/shared"
 cp bazel-bin/worker/gpu/worker_gpu "${R}/bin/worker/worker"
 cp bazel-bin/worker/gpu/{gpu_model_executor_device_test,gpu_model_family_device_test,gpu_model_benchmark,make_random_checkpoint,greedy_text_client} "${R}/bin/"
 cp bazel-bin/router/router "${R}/bin/router/"
 cp bazel-bin/tools/workload/workload_runner "${R}/bin/tools/workload/"
 cp bazel-bin/tools/local_cluster/local_cluster "${R}/bin/tools/local_cluster/"
+# (sends token ids only: no tokenizer plug-in next to it)
+cp bazel-bin/tools/fork_memory/fork_memory_benchmark "${R}/bin/tools/fork_memory/"
 cp bazel-bin/cache_service/cache_service "${R}/bin/cache_service/"
 # The tokenizer plug-in is found next to each executable.
 for d in worker router tools/workload tools/local_cluster; do
