@@ -127,6 +127,43 @@ absl::Status OpenAiFrontend::PrepareChat(OpenAiRequest* r) const {
   return absl::OkStatus();
 }
 
+absl::Status OpenAiFrontend::PrepareEcho(
+    const ModelCatalog::Entry* entry, const OpenAiRequest& r,
+    std::vector<radixkv::v1::GenerateRequest>* requests,
+    PromptAnswers* answers) {
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const CompletionPrompt& p = r.prompts[i];
+    if (!p.text.has_value()) {
+      // A token prompt echoes as its decoded text, special tokens kept (as
+      // vLLM detokenizes it for echo).
+      absl::StatusOr<std::string> text =
+          entry->tokenizer->Decode(p.ids, /*skip_special_tokens=*/false);
+      if (!text.ok()) return BadParam("prompt", text.status().message());
+      answers->echo_texts.push_back(*std::move(text));
+      answers->first_token_ids.push_back(p.ids.front());
+      continue;
+    }
+    answers->echo_texts.push_back(*p.text);
+    int32_t first = 0;
+    // The echoed logprobs start with the prompt's first token, which
+    // GenerateResponse.prompt_logprobs leave out: the router tokenizes the
+    // text (as GenerateCall would, BOS included) and forwards the ids. A
+    // text over the limit stays text, which GenerateCall refuses.
+    if (r.top_logprobs.has_value() &&
+        static_cast<int64_t>(p.text->size()) <= entry->max_prompt_text_bytes) {
+      absl::StatusOr<std::vector<int32_t>> ids =
+          entry->tokenizer->Encode(*p.text, /*add_special_tokens=*/true);
+      if (!ids.ok()) return ids.status();
+      if (ids->empty()) return BadParam("prompt", "the prompt has no tokens");
+      first = ids->front();
+      (*requests)[i].mutable_token_ids()->mutable_ids()->Assign(ids->begin(),
+                                                                ids->end());
+    }
+    answers->first_token_ids.push_back(first);
+  }
+  return absl::OkStatus();
+}
+
 void OpenAiFrontend::HandleCompletion(std::shared_ptr<HttpExchange> exchange,
                                       Endpoint endpoint) {
   const absl::Time arrival = absl::Now();
@@ -158,25 +195,43 @@ void OpenAiFrontend::HandleCompletion(std::shared_ptr<HttpExchange> exchange,
       requests.push_back(std::move(g));
     }
   }
-  // Logprobs name their tokens with the model's tokenizer.
+  // Logprobs name their tokens, and echo detokenizes token prompts, with the
+  // model's tokenizer.
   TokenText token_text;
-  if (r.top_logprobs.has_value()) {
-    absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> entry =
+  std::shared_ptr<const ModelCatalog::Entry> entry;
+  const bool echo_token_prompt =
+      r.echo && std::any_of(r.prompts.begin(), r.prompts.end(),
+                            [](const CompletionPrompt& p) {
+                              return !p.text.has_value();
+                            });
+  if (r.top_logprobs.has_value() || r.prompt_logprobs.has_value() ||
+      echo_token_prompt) {
+    absl::StatusOr<std::shared_ptr<const ModelCatalog::Entry>> found =
         FindModel(*router_, r.model);
-    if (!entry.ok()) return ReplyError(exchange, entry.status(), arrival);
-    token_text = [entry = *entry](int32_t id) {
+    if (!found.ok()) return ReplyError(exchange, found.status(), arrival);
+    entry = *std::move(found);
+    token_text = [entry](int32_t id) {
       absl::StatusOr<std::string> text =
           entry->tokenizer->Decode(std::vector<int32_t>{id},
                                    /*skip_special_tokens=*/false);
       return text.ok() ? *text : std::string();
     };
   }
+  PromptAnswers answers;
+  answers.prompt_logprobs = r.prompt_logprobs;
+  if (r.echo) {
+    if (absl::Status s = PrepareEcho(entry.get(), r, &requests, &answers);
+        !s.ok()) {
+      return ReplyError(exchange, s, arrival);
+    }
+  }
   auto responder = std::make_shared<OpenAiResponder>(
       exchange,
       ResponseHeader{endpoint, NewResponseId(endpoint),
                      absl::ToUnixSeconds(absl::Now()), r.model},
       static_cast<int>(requests.size()), radixkv::v1::NumSamples(r.base),
-      r.stream, r.include_usage, r.top_logprobs, std::move(token_text));
+      r.stream, r.include_usage, r.top_logprobs, std::move(token_text),
+      std::move(answers));
   responder->Start();
   for (size_t i = 0; i < requests.size(); ++i) {
     absl::StatusOr<std::shared_ptr<GenerateCall>> call = router_->StartGenerate(

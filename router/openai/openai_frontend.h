@@ -15,11 +15,13 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "process/http_server.h"
 #include "router/api_keys.h"
 #include "router/model_catalog.h"
 #include "router/openai/openai_request.h"
+#include "router/openai/openai_responder.h"
 #include "router/openai/openai_response.h"
 #include "router/router_service.h"
 
@@ -45,6 +47,14 @@ class OpenAiFrontend {
   // The chat prompt of `request` as token ids, with max_new_tokens filled
   // in when the request left it out (the rest of the model's context).
   absl::Status PrepareChat(OpenAiRequest* request) const;
+  // Echo of a /v1/completions request: each prompt's text (a token prompt's
+  // decoded with `entry`'s tokenizer) and, with logprobs, its first token
+  // id (a text prompt is then tokenized here and forwarded as ids).
+  // `entry` may be null only when neither is needed.
+  static absl::Status PrepareEcho(
+      const ModelCatalog::Entry* entry, const OpenAiRequest& request,
+      std::vector<radixkv::v1::GenerateRequest>* requests,
+      PromptAnswers* answers);
   // Replies `status` as an OpenAI error object and counts the request.
   void ReplyError(const std::shared_ptr<process::HttpExchange>& exchange,
                   const absl::Status& status, absl::Time arrival) const;

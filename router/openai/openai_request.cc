@@ -222,6 +222,11 @@ absl::Status ParseCommon(const std::string& key, const Json& v,
     std::string salt;
     RADIXKV_ASSIGN(salt, String(v, key));
     r->base.set_cache_salt(salt);
+  } else if (key == "prompt_logprobs") {
+    if (v.is_null()) return absl::OkStatus();
+    int64_t k = 0;
+    RADIXKV_ASSIGN(k, Int(v, key, 0, radixkv::v1::kMaxLogprobs));
+    r->prompt_logprobs = static_cast<int32_t>(k);
   } else {
     *handled = false;
   }
@@ -302,10 +307,31 @@ absl::Status Finish(OpenAiRequest* r) {
 }
 
 // The worker returns logprobs only with at least one alternative: ask for
-// max(1, k) and answer with k.
-void SetLogprobs(OpenAiRequest* r) {
-  if (!r->top_logprobs.has_value()) return;
-  r->base.mutable_sampling()->set_logprobs(std::max(1, *r->top_logprobs));
+// max(1, k) and answer with k. Prompt logprobs serve the echoed prompt's
+// part of the logprobs object (k alternatives) and vLLM's prompt_logprobs
+// (p): the worker gives the larger count, most likely first, and each
+// answer keeps its own first entries.
+absl::Status SetLogprobs(OpenAiRequest* r) {
+  if (r->top_logprobs.has_value()) {
+    r->base.mutable_sampling()->set_logprobs(std::max(1, *r->top_logprobs));
+  }
+  if (r->prompt_logprobs.has_value() && r->stream) {
+    // vLLM's check_logprobs: prompt logprobs are not streamed; a streamed 0
+    // is accepted and answers nothing.
+    if (*r->prompt_logprobs > 0) {
+      return BadParam("prompt_logprobs",
+                      "prompt_logprobs are not available when stream is true");
+    }
+    r->prompt_logprobs.reset();
+  }
+  std::optional<int32_t> prompt;
+  if (r->echo && r->top_logprobs.has_value()) prompt = *r->top_logprobs;
+  if (r->prompt_logprobs.has_value()) {
+    prompt = std::max(prompt.value_or(0), *r->prompt_logprobs);
+  }
+  if (prompt.has_value())
+    r->base.mutable_sampling()->set_prompt_logprobs(*prompt);
+  return absl::OkStatus();
 }
 
 absl::Status Unrecognized(const std::string& key) {
@@ -329,18 +355,23 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body) {
   OpenAiRequest r = WithDefaults();
   r.base.mutable_sampling()->set_max_new_tokens(kDefaultCompletionMaxTokens);
   bool have_prompt = false;
+  bool max_tokens_zero = false;
   for (const auto& [key, v] : j.items()) {
     bool handled = false;
     if (key == "max_completion_tokens") return Unrecognized(key);
+    if (key == "max_tokens" && v.is_number_integer() && v.get<int64_t>() == 0) {
+      // Decided below: refused with a reason that depends on echo.
+      max_tokens_zero = true;
+      continue;
+    }
     if (absl::Status s = ParseCommon(key, v, &r, &handled); !s.ok()) return s;
     if (handled) continue;
     if (key == "prompt") {
       if (absl::Status s = ParsePrompt(v, &r); !s.ok()) return s;
       have_prompt = true;
     } else if (key == "echo") {
-      if (!v.is_null() && !(v.is_boolean() && !v.get<bool>())) {
-        return NotSupported(key, "echo is not supported by this server");
-      }
+      if (v.is_null()) continue;
+      RADIXKV_ASSIGN(r.echo, Bool(v, key));
     } else if (key == "suffix") {
       if (!v.is_null()) return NotSupported(key, "suffix is not supported");
     } else if (key == "best_of") {
@@ -358,8 +389,20 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body) {
       return Unrecognized(key);
     }
   }
+  if (max_tokens_zero) {
+    // OpenAI's echo with max_tokens 0 answers the prompt alone (to score
+    // it); a request here always generates at least one token.
+    const std::string range = absl::StrCat("max_tokens must be in [1, ",
+                                           radixkv::v1::kMaxNewTokens, "]");
+    return BadParam("max_tokens",
+                    r.echo ? absl::StrCat("max_tokens 0 (echo the prompt "
+                                          "without a completion) is not "
+                                          "supported by this server: ",
+                                          range)
+                           : range);
+  }
   if (!have_prompt) return BadParam("prompt", "prompt is required");
-  SetLogprobs(&r);
+  if (absl::Status s = SetLogprobs(&r); !s.ok()) return s;
   if (absl::Status s = Finish(&r); !s.ok()) return s;
   if (r.include_usage && !r.stream) {
     return BadParam("stream_options",
@@ -513,7 +556,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(absl::string_view body) {
                     "top_logprobs is only allowed when logprobs is true");
   }
   if (chat_logprobs) r.top_logprobs = top_logprobs.value_or(0);
-  SetLogprobs(&r);
+  if (absl::Status s = SetLogprobs(&r); !s.ok()) return s;
   if (absl::Status s = Finish(&r); !s.ok()) return s;
   if (r.include_usage && !r.stream) {
     return BadParam("stream_options",

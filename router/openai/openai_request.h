@@ -2,7 +2,8 @@
 // GenerateRequest. Parameters follow the OpenAI API reference
 // (/v1/completions, /v1/chat/completions) and vLLM's extensions (top_k,
 // min_p, repetition_penalty, ignore_eos, priority, cache_salt,
-// chat_template_kwargs, add_generation_prompt). A parameter that would
+// prompt_logprobs, chat_template_kwargs, add_generation_prompt; vLLM's
+// vllm/entrypoints/openai/protocol.py). A parameter that would
 // change the output and is not implemented is INVALID_ARGUMENT naming it
 // (BadParam), never ignored; so is every unknown parameter.
 #ifndef RADIXKV_ROUTER_OPENAI_OPENAI_REQUEST_H_
@@ -54,14 +55,24 @@ struct OpenAiRequest {
   // logprobs true with top_logprobs = k, 0 when left out): the number of
   // alternatives per token, [0, 20].
   std::optional<int32_t> top_logprobs;
+  // /v1/completions `echo`: each choice's text (and, with logprobs, its
+  // logprobs object) starts with the prompt.
+  bool echo = false;
+  // vLLM's `prompt_logprobs`: the alternatives per prompt position, [0, 20],
+  // answered as the response's `prompt_logprobs` (non-streamed only; a
+  // streamed 0 is accepted and answers nothing, as vLLM). nullopt: not asked.
+  std::optional<int32_t> prompt_logprobs;
 };
 
 // Parses a /v1/completions body. INVALID_ARGUMENT (with the param) for
 // malformed JSON, a missing or empty model or prompt, values out of range,
-// parameters not implemented (echo, suffix, best_of > 1, logit_bias) and
-// unknown parameters. n (1..64), logprobs (0..20), presence_penalty and
-// frequency_penalty ([-2, 2]), repetition_penalty ((0, 2]) and min_p
-// ([0, 1]) map to GenerateRequest (definitions in common.proto).
+// parameters not implemented (suffix, best_of > 1, logit_bias, echo with
+// max_tokens 0) and unknown parameters. n (1..64), logprobs (0..20),
+// presence_penalty and frequency_penalty ([-2, 2]), repetition_penalty
+// ((0, 2]) and min_p ([0, 1]) map to GenerateRequest (definitions in
+// common.proto). echo with logprobs = k and prompt_logprobs = p (both
+// endpoints; > 0 refused with stream, as vLLM) set
+// SamplingParams.prompt_logprobs to the larger of k and p.
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body);
 
 // Parses a /v1/chat/completions body. As ParseCompletionRequest, plus

@@ -87,7 +87,25 @@ TEST(OpenAiRequestTest, CompletionRefusalsNameTheParameter) {
   };
   ExpectBadParam(parse(R"("n": 65)"), "n", "[1, 64]");
   ExpectBadParam(parse(R"("logprobs": 21)"), "logprobs", "[0, 20]");
-  ExpectBadParam(parse(R"("echo": true)"), "echo", "echo");
+  ExpectBadParam(parse(R"("echo": 1)"), "echo", "echo must be a boolean");
+  ExpectBadParam(parse(R"("echo": true, "max_tokens": 0)"), "max_tokens",
+                 "max_tokens 0 (echo the prompt without a completion) is not "
+                 "supported by this server: max_tokens must be in [1, 65536]");
+  ExpectBadParam(parse(R"("max_tokens": 0, "echo": true)"), "max_tokens",
+                 "echo the prompt without a completion");
+  ExpectBadParam(parse(R"("prompt_logprobs": 21)"), "prompt_logprobs",
+                 "prompt_logprobs must be in [0, 20]");
+  ExpectBadParam(parse(R"("prompt_logprobs": -1)"), "prompt_logprobs",
+                 "prompt_logprobs must be in [0, 20]");
+  ExpectBadParam(parse(R"("prompt_logprobs": "2")"), "prompt_logprobs",
+                 "prompt_logprobs must be an integer");
+  ExpectBadParam(parse(R"("prompt_logprobs": 1.5)"), "prompt_logprobs",
+                 "prompt_logprobs must be an integer");
+  ExpectBadParam(parse(R"("prompt_logprobs": true)"), "prompt_logprobs",
+                 "prompt_logprobs must be an integer");
+  ExpectBadParam(parse(R"("stream": true, "prompt_logprobs": 1)"),
+                 "prompt_logprobs",
+                 "prompt_logprobs are not available when stream is true");
   ExpectBadParam(parse(R"("suffix": "s")"), "suffix", "suffix");
   ExpectBadParam(parse(R"("best_of": 3)"), "best_of", "best_of");
   ExpectBadParam(parse(R"("logit_bias": {"5": 10})"), "logit_bias", "not");
@@ -175,6 +193,67 @@ TEST(OpenAiRequestTest, SamplingControlsMapToTheGenerateRequest) {
   EXPECT_EQ(chat->base.sampling().logprobs(), 0);
 }
 
+TEST(OpenAiRequestTest, EchoAndPromptLogprobsAskTheWorkerForPromptLogprobs) {
+  // echo alone: the prompt's text only, no prompt logprobs.
+  absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "echo": true, "n": 2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo);
+  EXPECT_FALSE(r->base.sampling().has_prompt_logprobs());
+  EXPECT_FALSE(r->prompt_logprobs.has_value());
+  // echo with logprobs = k: k alternatives for the prompt tokens too.
+  r = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "echo": true, "logprobs": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 3);
+  EXPECT_EQ(r->base.sampling().logprobs(), 3);
+  EXPECT_FALSE(r->prompt_logprobs.has_value());
+  r = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "echo": true, "logprobs": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->base.sampling().has_prompt_logprobs());
+  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 0);
+  // Streamed echo with logprobs: the prompt's logprobs come in the first
+  // chunk's logprobs object.
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": "x", "echo": true,
+                                 "logprobs": 2, "stream": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 2);
+  // vLLM's prompt_logprobs, alone and with echo: the worker gives the
+  // larger count.
+  r = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "prompt_logprobs": 7})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt_logprobs, 7);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 7);
+  EXPECT_EQ(r->base.sampling().logprobs(), 0);
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": "x", "echo": true,
+                                 "logprobs": 5, "prompt_logprobs": 2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt_logprobs, 2);
+  EXPECT_EQ(r->top_logprobs, 5);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 5);
+  r = ParseCompletionRequest(
+      R"({"model": "m", "prompt": "x", "prompt_logprobs": null})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->base.sampling().has_prompt_logprobs());
+  // Streamed, 0 is accepted and answers nothing (as vLLM): not asked of the
+  // worker, so the prompt still reuses cached KV.
+  r = ParseCompletionRequest(R"({"model": "m", "prompt": "x",
+                                 "prompt_logprobs": 0, "stream": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->prompt_logprobs.has_value());
+  EXPECT_FALSE(r->base.sampling().has_prompt_logprobs());
+  // Chat.
+  absl::StatusOr<OpenAiRequest> chat = ParseChatRequest(
+      R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+          "prompt_logprobs": 0})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->prompt_logprobs, 0);
+  EXPECT_TRUE(chat->base.sampling().has_prompt_logprobs());
+  EXPECT_EQ(chat->base.sampling().prompt_logprobs(), 0);
+}
+
 TEST(OpenAiRequestTest, ChatRefusalsNameTheParameter) {
   const std::string m =
       R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
@@ -194,6 +273,13 @@ TEST(OpenAiRequestTest, ChatRefusalsNameTheParameter) {
                  "top_logprobs", "[0, 20]");
   ExpectBadParam(parse(R"("n": 0)"), "n", "[1, 64]");
   ExpectBadParam(parse(R"("prompt": "x")"), "prompt", "unrecognized");
+  ExpectBadParam(parse(R"("echo": true)"), "echo", "unrecognized");
+  ExpectBadParam(parse(R"("prompt_logprobs": 21)"), "prompt_logprobs",
+                 "[0, 20]");
+  ExpectBadParam(parse(R"("prompt_logprobs": [1])"), "prompt_logprobs",
+                 "must be an integer");
+  ExpectBadParam(parse(R"("prompt_logprobs": 2, "stream": true)"),
+                 "prompt_logprobs", "not available when stream is true");
   ExpectBadParam(
       ParseChatRequest(
           R"({"model": "m", "messages": [{"role": "user", "content": [

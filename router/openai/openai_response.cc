@@ -67,7 +67,8 @@ Json UsageJson(const std::vector<radixkv::v1::Usage>& usages) {
 
 std::string ResponseBody(const ResponseHeader& header,
                          const std::vector<Choice>& choices,
-                         const std::vector<radixkv::v1::Usage>& usages) {
+                         const std::vector<radixkv::v1::Usage>& usages,
+                         const std::optional<Json>& prompt_logprobs) {
   Json j = Base(header, /*chunk=*/false);
   Json list = Json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -79,10 +80,14 @@ std::string ResponseBody(const ResponseHeader& header,
     }
     c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = OrNull(choices[i].finish_reason);
+    if (choices[i].prompt_logprobs.has_value()) {
+      c["prompt_logprobs"] = *choices[i].prompt_logprobs;
+    }
     list.push_back(std::move(c));
   }
   j["choices"] = std::move(list);
   j["usage"] = UsageJson(usages);
+  if (prompt_logprobs.has_value()) j["prompt_logprobs"] = *prompt_logprobs;
   return Dump(j);
 }
 

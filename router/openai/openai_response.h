@@ -43,12 +43,20 @@ struct Choice {
   std::optional<std::string> finish_reason;
   // The choice's logprobs object (openai_logprobs.h); null when not asked.
   nlohmann::ordered_json logprobs;
+  // Completions: vLLM's prompt_logprobs of the choice's prompt (a field of
+  // the choice, after finish_reason, as vLLM's CompletionResponseChoice);
+  // absent when not asked.
+  std::optional<nlohmann::ordered_json> prompt_logprobs;
 };
 
 // The whole non-streamed response: choices (index = position) and usage.
+// Chat: `prompt_logprobs` (vLLM's, of the one prompt) is a top-level field
+// after usage, as vLLM's ChatCompletionResponse; absent when nullopt.
 std::string ResponseBody(const ResponseHeader& header,
                          const std::vector<Choice>& choices,
-                         const std::vector<radixkv::v1::Usage>& usages);
+                         const std::vector<radixkv::v1::Usage>& usages,
+                         const std::optional<nlohmann::ordered_json>&
+                             prompt_logprobs = std::nullopt);
 
 // One server-sent event "data: {...}\n\n" of a stream: the delta of choice
 // `index` (chat: a first chunk per choice carries the role), or its final

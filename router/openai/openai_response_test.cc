@@ -131,5 +131,105 @@ TEST(OpenAiResponseTest, LogprobsInTheFormatOfEachEndpoint) {
   EXPECT_EQ(all["content"].size(), 4u);
 }
 
+radixkv::v1::TokenLogprobs Entry(
+    int32_t id, double logprob,
+    const std::vector<std::pair<int32_t, double>>& top) {
+  radixkv::v1::TokenLogprobs e;
+  e.mutable_sampled()->set_token_id(id);
+  e.mutable_sampled()->set_logprob(logprob);
+  for (const auto& [alt, alt_logprob] : top) {
+    radixkv::v1::TokenLogprob* t = e.add_top();
+    t->set_token_id(alt);
+    t->set_logprob(alt_logprob);
+  }
+  return e;
+}
+
+TEST(OpenAiResponseTest, EchoedPromptLogprobsStartWithANullFirstToken) {
+  google::protobuf::RepeatedPtrField<radixkv::v1::TokenLogprobs> prompt;
+  *prompt.Add() = Entry(7, -2.5, {{3, -0.25}, {7, -2.5}});
+  *prompt.Add() = Entry(9, -0.125, {{9, -0.125}, {4, -3.0}});
+  const TokenText text = [](int32_t id) { return absl::StrCat("t", id); };
+  int64_t offset = 0;
+  const Json j = EchoedPromptLogprobsJson(1, prompt, 1, text, &offset);
+  EXPECT_EQ(j.dump(),
+            R"({"tokens":["t1","t7","t9"],"token_logprobs":[null,-2.5,-0.125],)"
+            R"("top_logprobs":[null,{"t3":-0.25},{"t9":-0.125}],)"
+            R"("text_offset":[0,2,4]})");
+  EXPECT_EQ(offset, 6) << "the generated tokens continue from here";
+  // A one-token prompt: its token alone.
+  offset = 0;
+  EXPECT_EQ(EchoedPromptLogprobsJson(5, {}, 2, text, &offset).dump(),
+            R"({"tokens":["t5"],"token_logprobs":[null],"top_logprobs":[null],)"
+            R"("text_offset":[0]})");
+}
+
+TEST(OpenAiResponseTest, VllmPromptLogprobsAndRanks) {
+  google::protobuf::RepeatedPtrField<radixkv::v1::TokenLogprobs> prompt;
+  // In the list: rank = position + 1, listed once, first.
+  *prompt.Add() = Entry(7, -1.5, {{3, -0.25}, {7, -1.5}});
+  // Not in the list: rank unknown (null).
+  *prompt.Add() = Entry(9, -4.0, {{3, -0.5}, {4, -1.0}});
+  const TokenText text = [](int32_t id) { return absl::StrCat("t", id); };
+  EXPECT_EQ(VllmPromptLogprobsJson(prompt, 2, text).dump(),
+            R"([null,)"
+            R"({"7":{"logprob":-1.5,"rank":2,"decoded_token":"t7"},)"
+            R"("3":{"logprob":-0.25,"rank":1,"decoded_token":"t3"}},)"
+            R"({"9":{"logprob":-4.0,"rank":null,"decoded_token":"t9"},)"
+            R"("3":{"logprob":-0.5,"rank":1,"decoded_token":"t3"},)"
+            R"("4":{"logprob":-1.0,"rank":2,"decoded_token":"t4"}}])");
+  // prompt_logprobs 0: the prompt token alone.
+  EXPECT_EQ(VllmPromptLogprobsJson(prompt, 0, text).dump(),
+            R"([null,{"7":{"logprob":-1.5,"rank":null,"decoded_token":"t7"}},)"
+            R"({"9":{"logprob":-4.0,"rank":null,"decoded_token":"t9"}}])");
+  // A one-token prompt.
+  EXPECT_EQ(VllmPromptLogprobsJson({}, 3, text).dump(), "[null]");
+  // Beyond the answered alternatives but in the worker's longer list
+  // (echo asked for more): vLLM's count of tokens at least as likely, known
+  // when a less likely token follows.
+  const radixkv::v1::TokenLogprobs beyond =
+      Entry(9, -1.0, {{3, -0.25}, {9, -1.0}, {4, -2.0}});
+  EXPECT_EQ(VllmPromptTokenRank(beyond, 2), 2);
+  EXPECT_EQ(VllmPromptTokenRank(beyond, 1), 2);
+  EXPECT_EQ(VllmPromptTokenRank(beyond, 0), 2);
+  // A tie with the list's last token: tokens past the list may tie too.
+  EXPECT_EQ(VllmPromptTokenRank(
+                Entry(9, -1.0, {{3, -0.25}, {9, -1.0}, {4, -1.0}}), 1),
+            std::nullopt);
+  // The last of the list: unknown past the answered ones, position + 1
+  // within them.
+  const radixkv::v1::TokenLogprobs last =
+      Entry(4, -2.0, {{3, -0.25}, {4, -2.0}});
+  EXPECT_EQ(VllmPromptTokenRank(last, 1), std::nullopt);
+  EXPECT_EQ(VllmPromptTokenRank(last, 2), 2);
+  EXPECT_EQ(VllmPromptTokenRank(Entry(8, -5.0, {{3, -0.25}}), 1), std::nullopt);
+}
+
+TEST(OpenAiResponseTest, PromptLogprobsWhereVllmPutsThem) {
+  const Json plp = Json::parse(R"([null,{"7":{"logprob":-1.5,"rank":1,)"
+                               R"("decoded_token":"t7"}}])");
+  // Completions: in each choice, after finish_reason.
+  Choice c{"Hi", "length", nullptr, plp};
+  EXPECT_EQ(
+      ResponseBody({Endpoint::kCompletions, "cmpl-1", 1, "m"}, {c}, {}),
+      R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m",)"
+      R"("choices":[{"index":0,"text":"Hi","logprobs":null,)"
+      R"("finish_reason":"length","prompt_logprobs":[null,{"7":{)"
+      R"("logprob":-1.5,"rank":1,"decoded_token":"t7"}}]}],)"
+      R"("usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0,)"
+      R"("prompt_tokens_details":{"cached_tokens":0}}})");
+  // Chat: at the top level, after usage.
+  const Json chat = Json::parse(ResponseBody(
+      {Endpoint::kChat, "chatcmpl-1", 1, "m"}, {{"Hi", "stop"}}, {}, plp));
+  EXPECT_EQ(chat["prompt_logprobs"], plp);
+  EXPECT_EQ(chat.items().begin().key(), "id");
+  EXPECT_EQ((--chat.end()).key(), "prompt_logprobs");
+  EXPECT_FALSE(chat["choices"][0].contains("prompt_logprobs"));
+  // Not asked: no field.
+  EXPECT_FALSE(Json::parse(ResponseBody({Endpoint::kChat, "c", 1, "m"},
+                                        {{"Hi", "stop"}}, {}))
+                   .contains("prompt_logprobs"));
+}
+
 }  // namespace
 }  // namespace radixkv::router::openai

@@ -3,8 +3,9 @@
 // service, two CPU workers with the embedded demo model, router with API
 // keys): completions and chat, streamed and not, a second chat turn that
 // reuses the first one's KV (usage.prompt_tokens_details.cached_tokens),
-// stop strings, max_tokens, an aborted stream that leaves no lease, every
-// error class with its status code, keys required and refused.
+// stop strings, max_tokens, echo with the prompt's logprobs and vLLM's
+// prompt_logprobs, an aborted stream that leaves no lease, every error class
+// with its status code, keys required and refused.
 //
 // Environment: RADIXKV_LOCAL_CLUSTER (the launcher binary), NODE_PATH (the
 // npm packages of tests/openai_sdk/package.json).
@@ -170,6 +171,126 @@ test('n samples with logprobs: one choice each, greedy ones equal', async () => 
   assert.equal(c.choices[0].logprobs.token_logprobs.length, 4);
   assert.equal(Object.keys(c.choices[1].logprobs.top_logprobs[0]).length <= 2,
                true);
+  await assertNothingHeld();
+});
+
+// A log probability the API answers: a finite number <= 0.
+function assertLogprob(x, what) {
+  assert.equal(typeof x, 'number', what);
+  assert.ok(Number.isFinite(x) && x <= 0, `${what}: ${x}`);
+}
+
+test('completion echo with logprobs: the prompt, then the completion', async () => {
+  const prompt = 'The license grants you';
+  const params = { model: MODEL, prompt, max_tokens: 4, temperature: 0,
+                   ignore_eos: true, logprobs: 2 };
+  const plain = await client.completions.create(params);
+  const r = await client.completions.create({ ...params, echo: true, n: 2 });
+  // The prompt's tokens (BOS included), counted once for both samples.
+  const promptTokens = r.usage.prompt_tokens;
+  assert.equal(promptTokens, plain.usage.prompt_tokens);
+  assert.ok(promptTokens >= 2, r.usage);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  for (const c of r.choices) {
+    assert.equal(c.text, prompt + plain.choices[0].text);
+    const lp = c.logprobs;
+    assert.equal(lp.tokens.length, promptTokens + 4);
+    assert.equal(lp.token_logprobs.length, promptTokens + 4);
+    assert.equal(lp.top_logprobs.length, promptTokens + 4);
+    assert.equal(lp.text_offset.length, promptTokens + 4);
+    // The first prompt token has no context: null, as OpenAI answers.
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    assert.equal(lp.text_offset[0], 0);
+    for (let i = 1; i < lp.tokens.length; ++i) {
+      assertLogprob(lp.token_logprobs[i], `token_logprobs[${i}]`);
+      const top = Object.values(lp.top_logprobs[i]);
+      assert.ok(top.length >= 1 && top.length <= 2, JSON.stringify(lp.top_logprobs[i]));
+      top.forEach((x) => assertLogprob(x, `top_logprobs[${i}]`));
+      assert.ok(lp.text_offset[i] >= lp.text_offset[i - 1]);
+    }
+    // The completion's part is the completion's own.
+    assert.deepEqual(lp.tokens.slice(promptTokens),
+                     plain.choices[0].logprobs.tokens);
+  }
+  // Streamed: the first chunk carries the prompt's text and tokens.
+  const stream = await client.completions.create({
+    ...params, echo: true, stream: true });
+  let text = '', first = null;
+  for await (const chunk of stream) {
+    if (chunk.choices.length === 0) continue;
+    if (first === null) first = chunk.choices[0];
+    text += chunk.choices[0].text;
+  }
+  assert.ok(first.text.startsWith(prompt), first.text);
+  assert.equal(first.logprobs.token_logprobs[0], null);
+  assert.ok(first.logprobs.tokens.length >= promptTokens + 1);
+  assert.equal(text, prompt + plain.choices[0].text);
+  // A token prompt echoes as its decoded text.
+  const ids = await client.completions.create({
+    model: MODEL, prompt: [377, 419], max_tokens: 2, temperature: 0,
+    echo: true });
+  const decoded = await (await fetch(`http://${addr.http}/detokenize`, {
+    method: 'POST', headers: { Authorization: `Bearer ${KEY}` },
+    body: JSON.stringify({ model: MODEL, tokens: [377, 419] }) })).json();
+  assert.ok(ids.choices[0].text.startsWith(decoded.prompt), ids.choices[0].text);
+  // The prompt alone (max_tokens 0) is refused by name.
+  await assert.rejects(
+    client.completions.create({ model: MODEL, prompt, echo: true,
+                                max_tokens: 0, logprobs: 1 }),
+    (e) => e.status === 400 && e.param === 'max_tokens');
+  await assertNothingHeld();
+});
+
+test('prompt_logprobs: vLLM\'s list, in the choice and at the chat top', async () => {
+  // Completions: in each choice; one element per prompt token, null first.
+  const c = await client.completions.create({
+    model: MODEL, prompt: 'Copyright holders', max_tokens: 2, temperature: 0,
+    prompt_logprobs: 1 });
+  const ids = (await (await fetch(`http://${addr.http}/tokenize`, {
+    method: 'POST', headers: { Authorization: `Bearer ${KEY}` },
+    body: JSON.stringify({ model: MODEL, prompt: 'Copyright holders' }) }))
+    .json()).tokens;
+  const checkList = (plp, tokens, top) => {
+    assert.ok(Array.isArray(plp), JSON.stringify(plp));
+    assert.equal(plp.length, tokens.length);
+    assert.equal(plp[0], null);
+    for (let i = 1; i < plp.length; ++i) {
+      // The prompt token itself, then up to `top` most likely tokens.
+      assert.ok(String(tokens[i]) in plp[i], JSON.stringify(plp[i]));
+      const entries = Object.values(plp[i]);
+      assert.ok(entries.length >= 1 && entries.length <= top + 1);
+      for (const e of entries) {
+        assertLogprob(e.logprob, `prompt_logprobs[${i}]`);
+        assert.equal(typeof e.decoded_token, 'string');
+        assert.ok(e.rank === null || (Number.isInteger(e.rank) && e.rank >= 1),
+                  JSON.stringify(e));
+      }
+    }
+  };
+  checkList(c.choices[0].prompt_logprobs, ids, 1);
+  assert.equal(c.usage.prompt_tokens, ids.length);
+  // Chat: at the top level of the response, once for its samples.
+  const messages = [{ role: 'user', content: 'Name a license.' }];
+  const chat = await client.chat.completions.create({
+    model: MODEL, max_tokens: 3, temperature: 0, n: 2, prompt_logprobs: 0,
+    messages });
+  const chatIds = (await (await fetch(`http://${addr.http}/tokenize`, {
+    method: 'POST', headers: { Authorization: `Bearer ${KEY}` },
+    body: JSON.stringify({ model: MODEL, messages }) })).json()).tokens;
+  checkList(chat.prompt_logprobs, chatIds, 0);
+  assert.equal(chat.choices[0].prompt_logprobs, undefined);
+  // Refused: out of range, not an integer, streamed (as vLLM).
+  for (const bad of [21, -1, '2', 1.5]) {
+    await assert.rejects(
+      client.chat.completions.create({ model: MODEL, messages, max_tokens: 1,
+                                       prompt_logprobs: bad }),
+      (e) => e.status === 400 && e.param === 'prompt_logprobs', String(bad));
+  }
+  await assert.rejects(
+    client.completions.create({ model: MODEL, prompt: 'x', stream: true,
+                                prompt_logprobs: 1 }),
+    (e) => e.status === 400 && e.param === 'prompt_logprobs');
   await assertNothingHeld();
 });
 
