@@ -24,7 +24,8 @@
 #             (SanitizerSmallCase: tensor-core and generic attention, bf16,
 #             prefill + graph decode steps, greedy and sampled) and memcheck
 #             on it plus DeviceSampling, TensorCoreAttention and the
-#             device logit processors (penalties, min_p, logprobs)
+#             device logit processors (penalties, min_p, logprobs) and
+#             prompt logprobs
 #   bench     gpu_model_benchmark (decode B = 1..256, serving step with
 #             device vs host sampling, TTFT)
 #   e2e       greedy text of 12 prompts through a cluster whose worker is
@@ -73,7 +74,7 @@ if [[ "${STEPS}" == *,sanitize,* ]]; then
   # instrument within the step's budget.
   # racecheck instruments every shared-memory access (DeviceSampling alone
   # ran past 75 s): it gets the small case only.
-  FILTER="GpuExecutor.SanitizerSmallCase:GpuExecutor.DeviceSampling:GpuExecutor.TensorCoreAttentionMatchesGenericKernel:GpuExecutor.AllLogitsBeyondTheLogitRowBoundAreChunkedExactly:GpuExecutor.DeviceProcessorsMatchAFloat64ReferenceOfTheDeviceLogits"
+  FILTER="GpuExecutor.SanitizerSmallCase:GpuExecutor.DeviceSampling:GpuExecutor.TensorCoreAttentionMatchesGenericKernel:GpuExecutor.AllLogitsBeyondTheLogitRowBoundAreChunkedExactly:GpuExecutor.DeviceProcessorsMatchAFloat64ReferenceOfTheDeviceLogits:GpuExecutor.PromptLogprobsMatchAFloat64ReferenceOfTheDeviceLogits"
   : >"${LOG}/sanitize.log"
   for tool in racecheck memcheck; do
     extra=""
