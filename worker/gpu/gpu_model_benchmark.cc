@@ -19,7 +19,9 @@
 //     device-sampled step with logprobs = 5 on every row vs without;
 //   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
 //     cached prefix;
-//   - optionally the CPU backend (fp32) for scale.
+//   - optionally the CPU backend (fp32) for scale;
+//   - with --profile_batch, only one decode step inside the profiler range
+//     (tools/gpu/kernel_breakdown.py turns ncu's CSV into a table).
 // Prints a table; every number is a median of repeated runs after warm-up.
 #include <algorithm>
 #include <chrono>
@@ -36,6 +38,7 @@
 #include "worker/cpu/cpu_model_executor.h"
 #include "worker/gpu/device_ceilings.h"
 #include "worker/gpu/gpu_model_executor.h"
+#include "worker/gpu/profiler_range.h"
 #include "worker/sampler.h"
 
 ABSL_FLAG(std::string, model_dir, "", "Checkpoint (make_random_checkpoint).");
@@ -56,6 +59,11 @@ ABSL_FLAG(bool, serving, true,
           "Also time the serving step with device and host sampling.");
 ABSL_FLAG(bool, ttft, true, "Also time TTFT.");
 ABSL_FLAG(std::string, label, "", "Checkpoint label of the ROOFLINE rows.");
+ABSL_FLAG(int, profile_batch, 0,
+          "> 0: only profile: after warm-up, one graph-replayed greedy decode "
+          "step of this batch size inside the profiler range "
+          "(profiler_range.h; run under ncu --profile-from-start off "
+          "--graph-profiling node), then exit.");
 
 namespace radixkv::worker {
 namespace {
@@ -146,7 +154,6 @@ struct Row {
   double serve_logprobs_ms = -1;
 };
 
-// Median seconds of a greedy decode step on the device (3 warm-up steps).
 // Median seconds of a greedy decode step on the device (3 warm-up steps);
 // the first failing step's status.
 absl::StatusOr<double> TryTimeDecode(GpuModelExecutor& e,
@@ -177,6 +184,24 @@ double TimeDecode(GpuModelExecutor& e, const std::vector<ForwardBatch>& steps,
   absl::StatusOr<double> t = TryTimeDecode(e, steps, graphs, small_rows);
   Check(t.status(), "decode");
   return *t;
+}
+
+// One graph-replayed greedy decode step of B sequences inside the profiler
+// range, after the warm-up that captures its graph; prints the step's wall
+// time outside the profiler for reference.
+void ProfileOneStep(GpuModelExecutor& e, int B, const DecodeSetup& d) {
+  std::vector<ForwardBatch> steps;
+  for (int s = 0; s < 4; ++s) {
+    steps.push_back(DecodeBatch(B, d.ctx, d.stride, e.config().vocab_size, s));
+  }
+  std::printf("profile: decode B=%d step %.3f ms (graph, unprofiled)\n", B,
+              TimeDecode(e, steps, true, d.small_rows_default) * 1e3);
+  std::vector<GpuSamplingParams> params(B);
+  std::vector<int32_t> tokens;
+  Check(gpu::StartProfilerRange(), "profiler");
+  Check(e.ForwardSample(steps[0], params, &tokens), "profiled step");
+  Check(gpu::StopProfilerRange(), "profiler");
+  std::printf("profile: graph replayed %d\n", e.last_step().graph_replayed);
 }
 
 // Median seconds of the serving path (ModelExecutor::ForwardSample, as the
@@ -451,7 +476,8 @@ int Main() {
     int v = 0;
     if (absl::SimpleAtoi(p, &v) && v > 0) batches.push_back(v);
   }
-  const int max_b = *std::max_element(batches.begin(), batches.end());
+  const int max_b = std::max(*std::max_element(batches.begin(), batches.end()),
+                             absl::GetFlag(FLAGS_profile_batch));
   const int ctx = absl::GetFlag(FLAGS_context);
   const int steps = absl::GetFlag(FLAGS_decode_steps);
   const int ttft_prompt = absl::GetFlag(FLAGS_ttft_prompt);
@@ -495,6 +521,10 @@ int Main() {
   t0 = Clock::now();
   PrefillContexts(e, max_b, ctx, d.stride, o.max_tokens_per_step);
   std::printf("prefilled %d x %d tokens in %.2f s\n", max_b, ctx, Seconds(t0));
+  if (const int pb = absl::GetFlag(FLAGS_profile_batch); pb > 0) {
+    ProfileOneStep(e, pb, d);
+    return 0;
+  }
   std::vector<Row> rows;
   for (int B : batches) rows.push_back(MeasureBatch(e, B, d));
 

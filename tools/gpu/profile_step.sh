@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One device-tool call: a per-kernel profile of one decode step (Nsight
+# Compute, docs/kernel-notes.md "Decode step, kernel by kernel") on the
+# 1.71 GB checkpoint and the Llama-3.1-8B shape, from the folder
+# worker/gpu/stage_gpu_run.sh filled on the CPU machine. For each
+# (checkpoint, batch): gpu_model_benchmark --profile_batch=B runs the step
+# once unprofiled (its graph time) and once inside the profiler range under
+#   ncu --profile-from-start off --graph-profiling node --clock-control none
+# (each graph node a kernel of its own, serialized, clocks left alone), and
+# tools/gpu/kernel_breakdown.py turns the CSV into a table (launches, time,
+# DRAM bandwidth per kernel; the time outside kernels).
+#
+#   tools/gpu/profile_step.sh [RUN_DIR]        (default .gpu-run)
+# Environment: PROFILE_MODELS (default small,8b), PROFILE_BATCHES (default
+# 1,64), PROFILE_CONTEXT (default 1024), PROFILE_BUDGET_S (default 500).
+# Logs under $OUT (or /tmp/profile): per case <model>-B<b>.txt (benchmark
+# line + table) and the CSVs in csv.tgz; summary.txt last.
+set -uo pipefail
+R="${1:-.gpu-run}"
+LOG="${OUT:-/tmp/profile}"
+MODELS="${PROFILE_MODELS:-small,8b}"
+BATCHES="${PROFILE_BATCHES:-1,64}"
+CTX="${PROFILE_CONTEXT:-1024}"
+BUDGET="${PROFILE_BUDGET_S:-500}"
+NCU=/usr/local/cuda/bin/ncu
+[[ -x "${NCU}" ]] || NCU=ncu
+mkdir -p "${LOG}" "${R}/lib" /tmp/profile-csv
+[[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
+[[ -f "${R}/bin.tar.xz" ]] && tar -xJf "${R}/bin.tar.xz" -C "${R}"
+export LD_LIBRARY_PATH="${PWD}/${R}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+B="${R}/bin"
+left() { echo $((BUDGET - SECONDS > 10 ? BUDGET - SECONDS : 10)); }
+
+BIG=/tmp
+shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+[[ -n "${shm_free}" && "${shm_free}" -gt 20000000 ]] && BIG=/dev/shm
+declare -A DIR=([small]=/tmp/bench-model [8b]="${BIG}/llama3-8b")
+[[ -f /tmp/bench-model/config.json ]] ||
+  "${B}/make_random_checkpoint" --out=/tmp/bench-model >/dev/null
+if [[ ",${MODELS}," == *,8b,* && ! -f "${DIR[8b]}/config.json" ]]; then
+  "${B}/make_random_checkpoint" --out="${DIR[8b]}" --preset=llama3-8b >/dev/null
+fi
+: >"${LOG}/summary.txt"
+for m in ${MODELS//,/ }; do
+  for b in ${BATCHES//,/ }; do
+    out="${LOG}/${m}-B${b}.txt"
+    csv="/tmp/profile-csv/${m}-B${b}.csv"
+    args=(--model_dir="${DIR[$m]}" --batches="${b}" --context="${CTX}"
+      --profile_batch="${b}" --cpu=false)
+    timeout "$(left)" "${B}/gpu_model_benchmark" "${args[@]}" >"${out}" 2>&1
+    step_ms=$(sed -n 's/^profile: decode B=[0-9]* step \([0-9.]*\) ms.*/\1/p' "${out}")
+    timeout "$(left)" "${NCU}" --profile-from-start off --graph-profiling node \
+      --clock-control none --csv --page raw \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      "${B}/gpu_model_benchmark" "${args[@]}" >"${csv}" 2>>"${out}"
+    echo "rc ncu=$?" >>"${out}"
+    {
+      echo "== ${m} B=${b} context ${CTX}: $(grep '^model ' "${out}" | cut -c1-90)"
+      python3 tools/gpu/kernel_breakdown.py "${csv}" --step_ms "${step_ms:-0}"
+    } >>"${LOG}/summary.txt" 2>&1
+  done
+done
+tar -czf "${LOG}/csv.tgz" -C /tmp profile-csv
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"${LOG}/summary.txt"
+cat "${LOG}/summary.txt"
