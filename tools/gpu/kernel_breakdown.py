@@ -3,6 +3,7 @@
 
 Input: the output of
   ncu --profile-from-start off --graph-profiling node --clock-control none \
+      --cache-control none \
       --csv --page raw \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       gpu_model_benchmark --profile_batch=B ...
@@ -26,13 +27,16 @@ TIME = "gpu__time_duration.sum"
 READ = "dram__bytes_read.sum"
 WRITE = "dram__bytes_write.sum"
 SCALE = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+         "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0,
          "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9,
          "KB": 1e3, "MB": 1e6, "GB": 1e9}
 
 
 def base_name(name):
     """'void ns::Kernel<128, 2>(args)' -> 'Kernel'."""
-    name = name.strip().replace("(anonymous namespace)", "anon")
+    # ncu writes an anonymous namespace as "(anonymous namespace)",
+    # "<unnamed>" or a truncated "unnamed>".
+    name = re.sub(r"\(anonymous namespace\)|<?unnamed>", "anon", name.strip())
     name = re.sub(r"\(.*\)$", "", name)
     depth, out = 0, []
     for ch in name:  # drop template arguments, nested included

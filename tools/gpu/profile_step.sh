@@ -6,6 +6,7 @@
 # (checkpoint, batch): gpu_model_benchmark --profile_batch=B runs the step
 # once unprofiled (its graph time) and once inside the profiler range under
 #   ncu --profile-from-start off --graph-profiling node --clock-control none
+#       --cache-control none
 # (each graph node a kernel of its own, serialized, clocks left alone), and
 # tools/gpu/kernel_breakdown.py turns the CSV into a table (launches, time,
 # DRAM bandwidth per kernel; the time outside kernels).
@@ -50,7 +51,7 @@ for m in ${MODELS//,/ }; do
     timeout "$(left)" "${B}/gpu_model_benchmark" "${args[@]}" >"${out}" 2>&1
     step_ms=$(sed -n 's/^profile: decode B=[0-9]* step \([0-9.]*\) ms.*/\1/p' "${out}")
     timeout "$(left)" "${NCU}" --profile-from-start off --graph-profiling node \
-      --clock-control none --csv --page raw \
+      --clock-control none --cache-control none --csv --page raw \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       "${B}/gpu_model_benchmark" "${args[@]}" >"${csv}" 2>>"${out}"
     echo "rc ncu=$?" >>"${out}"

@@ -6,6 +6,8 @@
 #include <float.h>
 #include <math.h>
 
+#include <algorithm>
+
 #include "worker/gpu/model_kernels.h"
 
 namespace radixkv::worker::gpu {
@@ -146,6 +148,10 @@ __global__ void RmsNormKernel(const float* x, const int32_t* row_index,
   }
 }
 
+// Block (t, y) of a (num_tokens, Y) grid handles token t's rotated heads
+// [(Hq + Hkv) y / Y, (Hq + Hkv) (y + 1) / Y) and V heads [Hkv y / Y,
+// Hkv (y + 1) / Y): with few tokens (decode) Y > 1 spreads one token over
+// many SMs instead of one block's serial loop.
 template <DType kA>
 __global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
   using E = Elem<kA>;
@@ -155,6 +161,10 @@ __global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
   const int32_t half = D / 2;
   const int32_t Hq = a.num_q_heads;
   const int32_t Hkv = a.num_kv_heads;
+  const int32_t y = blockIdx.y, Y = gridDim.y;
+  const int32_t h_begin = (Hq + Hkv) * y / Y;
+  const int32_t h_end = (Hq + Hkv) * (y + 1) / Y;
+  const int32_t v_begin = Hkv * y / Y, v_end = Hkv * (y + 1) / Y;
   const int64_t qkv_dim = static_cast<int64_t>(Hq + 2 * Hkv) * D;
   const float* row = a.qkv + t * qkv_dim;
   const float pos = static_cast<float>(a.positions[t]);
@@ -167,7 +177,7 @@ __global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
   extern __shared__ float inv_rms[];  // [Hq + Hkv] with q_norm
   if (a.q_norm != nullptr) {
     const int warps = blockDim.x / kWarpSize;
-    for (int h = threadIdx.x / kWarpSize; h < Hq + Hkv; h += warps) {
+    for (int h = h_begin + threadIdx.x / kWarpSize; h < h_end; h += warps) {
       float ss = 0.0f;
       for (int d = LaneId(); d < D; d += kWarpSize) {
         const float x = value(static_cast<int64_t>(h) * D + d);
@@ -186,9 +196,10 @@ __global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
     return (h < Hq ? a.q_norm[d] : a.k_norm[d]) * (x * inv_rms[h]);
   };
   // q and k: rotate pairs (i, i + half).
-  for (int idx = threadIdx.x; idx < (Hq + Hkv) * half; idx += blockDim.x) {
-    const int h = idx / half;
-    const int i = idx - h * half;
+  for (int idx = threadIdx.x; idx < (h_end - h_begin) * half;
+       idx += blockDim.x) {
+    const int h = h_begin + idx / half;
+    const int i = idx - (h - h_begin) * half;
     float s, c;
     sincosf(pos * a.inv_freq[i], &s, &c);
     const float x0 = normed(h, i);
@@ -214,7 +225,8 @@ __global__ void RopeAndCacheKernel(RopeCacheLaunch a) {
     }
   }
   // v: copy.
-  for (int idx = threadIdx.x; idx < Hkv * D; idx += blockDim.x) {
+  for (int idx = v_begin * D + threadIdx.x; idx < v_end * D;
+       idx += blockDim.x) {
     const int vh = idx / D;
     const int d = idx - vh * D;
     const float v = value(static_cast<int64_t>(Hq + Hkv) * D + idx);
@@ -609,8 +621,14 @@ int LaunchRopeAndCache(const RopeCacheLaunch& a, void* stream) {
         a.q_norm != nullptr
             ? sizeof(float) * (a.num_q_heads + a.num_kv_heads)
             : 0;
-    hipLaunchKernelGGL(RopeAndCacheKernel<kA>, dim3(a.num_tokens), dim3(256),
-                       smem, static_cast<hipStream_t>(stream), a);
+    // About two blocks per SM of an H200 (132 SMs) in all, at most one
+    // rotated head per block.
+    constexpr int32_t kTargetBlocks = 264;
+    const int32_t split = std::clamp(
+        (kTargetBlocks + a.num_tokens - 1) / a.num_tokens, 1,
+        a.num_q_heads + a.num_kv_heads);
+    hipLaunchKernelGGL(RopeAndCacheKernel<kA>, dim3(a.num_tokens, split),
+                       dim3(256), smem, static_cast<hipStream_t>(stream), a);
     return LastError();
   });
 }
