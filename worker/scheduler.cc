@@ -347,6 +347,8 @@ void Scheduler::SchedulerLoop() {
 }
 
 bool Scheduler::Step() {
+  // radixkv_worker_iteration_seconds: the whole step when it ran a batch.
+  const absl::Time iteration_start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
     busy_ = true;
@@ -394,11 +396,16 @@ bool Scheduler::Step() {
   maintained |= ForkParents();
   bool progressed = maintained || running_.size() != admitted_before;
   if (!maintained) progressed |= GrowOne();
-  progressed |= RunBatch(options_.max_prefill_tokens);
+  const bool ran_batch = RunBatch(options_.max_prefill_tokens);
+  progressed |= ran_batch;
   PublishLoad();
   {
     absl::MutexLock lock(&mu_);
     busy_ = false;
+  }
+  if (ran_batch && metrics_ != nullptr) {
+    metrics_->ObserveIteration(
+        absl::ToDoubleSeconds(absl::Now() - iteration_start));
   }
   return progressed;
 }
@@ -688,7 +695,12 @@ bool Scheduler::RunBatch(int32_t prefill_budget) {
     if (sampling[i].logprobs > 0) sampling[i].sampled = &sampled[i];
   }
   std::vector<int32_t> token_ids;
+  const absl::Time forward_start = absl::Now();
   absl::Status forward = executor_->ForwardSample(batch, sampling, &token_ids);
+  if (metrics_ != nullptr) {
+    metrics_->ObserveForward(
+        absl::ToDoubleSeconds(absl::Now() - forward_start));
+  }
   if (forward.ok()) {
     forward = CheckSampledTokens(token_ids, sampling, vocab_size_);
   }

@@ -224,6 +224,8 @@ class Scheduler {
   bool WaitsForSharedPrefill(const Sequence& candidate) const;
   bool GrowOne();
   void Preempt(Sequence* victim);
+  // Plans, runs (one ForwardSample) and applies one batch. Returns true if
+  // the batch was non-empty, i.e. ForwardSample was called.
   bool RunBatch(int32_t prefill_budget);
   // Applies a forward's sampled tokens: sequences advance, tokens stream,
   // finished ones end. Returns the tokens generated.

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -12,11 +14,14 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "model/tokenizer/load_tokenizer.h"
+#include "process/metrics_scrape.h"
+#include "prometheus/registry.h"
 #include "proto/prompt_text_limit.h"
 #include "worker/sampler.h"
 #include "worker/testing/fake_kv_cache_client.h"
 #include "worker/testing/fake_model_executor.h"
 #include "worker/testing/scheduler_fixture.h"
+#include "worker/worker_metrics.h"
 
 namespace radixkv::worker {
 namespace {
@@ -69,6 +74,30 @@ TEST_F(SchedulerTest, GreedyGenerationMatchesOracleAndCommits) {
   for (size_t i = 1; i < executor_->batches().size(); ++i) {
     EXPECT_TRUE(executor_->batches()[i].is_decode);
   }
+}
+
+// Every batch is timed three ways, nested: ForwardSample alone (forward),
+// building the batch to streaming its tokens (step), the whole Step()
+// (iteration); host overhead per batch = iteration - forward.
+TEST_F(SchedulerTest, TimesEachBatchsForwardStepAndIteration) {
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry);
+  metrics_ = &metrics;
+  Init(256, 1);
+  auto stream = Submit(Request("r1", RandomPrompt(20), 12));
+  RunUntilIdle();
+  ASSERT_TRUE(Collect(*stream).status.ok());
+  std::map<std::string, double> v = process::ScrapeRegistry(registry);
+  // One prefill batch, then 11 decode batches; idle steps are not counted.
+  EXPECT_EQ(v["radixkv_worker_forward_seconds_count"], 12);
+  EXPECT_EQ(v["radixkv_worker_step_seconds_count"], 12);
+  EXPECT_EQ(v["radixkv_worker_iteration_seconds_count"], 12);
+  EXPECT_GT(v["radixkv_worker_iteration_seconds_sum"], 0);
+  EXPECT_GE(v["radixkv_worker_iteration_seconds_sum"],
+            v["radixkv_worker_step_seconds_sum"]);
+  EXPECT_GE(v["radixkv_worker_step_seconds_sum"],
+            v["radixkv_worker_forward_seconds_sum"]);
+  scheduler_.reset();  // before `metrics`
 }
 
 // The serving path samples through ModelExecutor::ForwardSample. With the

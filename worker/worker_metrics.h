@@ -30,6 +30,14 @@ class WorkerMetrics {
   // sequences in the batch, prompt tokens computed and decode tokens sampled.
   void ObserveStep(double step_seconds, int32_t batch_size,
                    int64_t prefill_tokens_computed, int64_t decode_tokens);
+  // The executor's ForwardSample call alone (device work, sampling, the
+  // copy of the sampled ids to the host), seconds; once per batch.
+  void ObserveForward(double seconds);
+  // One whole scheduler iteration that ran a batch (inbox, aborts,
+  // admission with its Acquire RPCs, the lease-maintenance RPC, forks, the
+  // batch, outputs, load publishing), seconds; once per batch. Host
+  // overhead per batch = iteration - forward.
+  void ObserveIteration(double seconds);
   // Prompt tokens taken from the prefix cache at admission.
   void AddPrefillTokensReused(int64_t tokens);
   // Time to first token (arrival -> first token), seconds.
@@ -50,6 +58,8 @@ class WorkerMetrics {
 
  private:
   prometheus::Histogram& step_seconds_;
+  prometheus::Histogram& forward_seconds_;
+  prometheus::Histogram& iteration_seconds_;
   prometheus::Histogram& batch_size_;
   prometheus::Counter& prefill_computed_;
   prometheus::Counter& prefill_reused_;

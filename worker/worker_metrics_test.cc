@@ -17,6 +17,10 @@ TEST(WorkerMetricsTest, RecordsStepsTokensLatenciesAndOutcomes) {
   WorkerMetrics metrics(registry);
   metrics.ObserveStep(0.5, 4, 100, 3);
   metrics.ObserveStep(0.25, 2, 0, 2);
+  metrics.ObserveForward(0.375);
+  metrics.ObserveForward(0.125);
+  metrics.ObserveIteration(0.5);
+  metrics.ObserveIteration(0.25);
   metrics.AddPrefillTokensReused(64);
   metrics.ObserveTimeToFirstToken(0.125);
   metrics.ObserveTimePerOutputToken(0.01);
@@ -30,6 +34,10 @@ TEST(WorkerMetricsTest, RecordsStepsTokensLatenciesAndOutcomes) {
   std::map<std::string, double> v = ScrapeRegistry(registry);
   EXPECT_EQ(v["radixkv_worker_step_seconds_count"], 2);
   EXPECT_DOUBLE_EQ(v["radixkv_worker_step_seconds_sum"], 0.75);
+  EXPECT_EQ(v["radixkv_worker_forward_seconds_count"], 2);
+  EXPECT_DOUBLE_EQ(v["radixkv_worker_forward_seconds_sum"], 0.5);
+  EXPECT_EQ(v["radixkv_worker_iteration_seconds_count"], 2);
+  EXPECT_DOUBLE_EQ(v["radixkv_worker_iteration_seconds_sum"], 0.75);
   EXPECT_EQ(v["radixkv_worker_batch_size_count"], 2);
   EXPECT_DOUBLE_EQ(v["radixkv_worker_batch_size_sum"], 6);
   EXPECT_EQ(v["radixkv_worker_prefill_tokens_computed_total"], 100);

@@ -28,6 +28,10 @@ struct Result {
 
 class SchedulerFixture : public ::testing::Test {
  protected:
+  // The scheduler's metrics, when a test sets it before Init (must outlive
+  // scheduler_); null = none.
+  WorkerMetrics* metrics_ = nullptr;
+
   // `executor`: a FakeModelExecutor subclass of the same capacity and page
   // size; null = a plain FakeModelExecutor. `heartbeat_interval`: the
   // scheduler's heartbeat thread period (an hour = no heartbeat in a test).
@@ -43,7 +47,7 @@ class SchedulerFixture : public ::testing::Test {
     options.heartbeat_interval = heartbeat_interval;
     auto scheduler = Scheduler::Create(options, executor_.get(),
                                        with_cache ? cache_.get() : nullptr,
-                                       nullptr, nullptr);
+                                       nullptr, metrics_);
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
     scheduler_ = std::move(*scheduler);
   }
