@@ -105,10 +105,11 @@ absl::Status CheckSamplingControls(const GenerateRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("logprobs must be in [0, 20], got ", sp.logprobs()));
   }
-  if (sp.has_prompt_logprobs() &&
-      (sp.prompt_logprobs() < 0 || sp.prompt_logprobs() > kMaxLogprobs)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt_logprobs must be in [0, 20], got ", sp.prompt_logprobs()));
+  if (sp.has_prompt_logprobs() && (sp.prompt_logprobs().top() < 0 ||
+                                   sp.prompt_logprobs().top() > kMaxLogprobs)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_logprobs must be in [0, 20], got ",
+                     sp.prompt_logprobs().top()));
   }
   // The negated comparisons also refuse NaN.
   if (!(sp.repetition_penalty() >= 0 &&

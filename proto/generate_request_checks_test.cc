@@ -55,7 +55,7 @@ TEST(GenerateRequestChecksTest, AcceptsValidRequestsAtTheBounds) {
   EXPECT_TRUE(CheckModelIndependentFields(r).ok());
   r.set_n(64);
   r.mutable_sampling()->set_logprobs(20);
-  r.mutable_sampling()->set_prompt_logprobs(0);
+  r.mutable_sampling()->mutable_prompt_logprobs()->set_top(0);
   r.mutable_sampling()->set_repetition_penalty(2);
   r.mutable_sampling()->set_frequency_penalty(-2);
   r.mutable_sampling()->set_presence_penalty(2);
@@ -127,11 +127,11 @@ TEST(GenerateRequestChecksTest, EachBrokenRuleIsInvalidArgumentNamingIt) {
       {[](GenerateRequest* r) { r->mutable_sampling()->set_logprobs(-1); },
        "logprobs must be in [0, 20], got -1"},
       {[](GenerateRequest* r) {
-         r->mutable_sampling()->set_prompt_logprobs(21);
+         r->mutable_sampling()->mutable_prompt_logprobs()->set_top(21);
        },
        "prompt_logprobs must be in [0, 20], got 21"},
       {[](GenerateRequest* r) {
-         r->mutable_sampling()->set_prompt_logprobs(-1);
+         r->mutable_sampling()->mutable_prompt_logprobs()->set_top(-1);
        },
        "prompt_logprobs must be in [0, 20], got -1"},
       {[](GenerateRequest* r) {

@@ -42,7 +42,9 @@ absl::StatusOr<SamplingParams> ParseSampling(
   sampling.presence_penalty = sp.presence_penalty();
   sampling.min_p = sp.min_p();
   sampling.logprobs = sp.logprobs();
-  if (sp.has_prompt_logprobs()) sampling.prompt_logprobs = sp.prompt_logprobs();
+  if (sp.has_prompt_logprobs()) {
+    sampling.prompt_logprobs = sp.prompt_logprobs().top();
+  }
   if (sp.top_k() > limits.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "top_k must be in [0, vocab_size=", limits.vocab_size, "]"));

@@ -5,10 +5,16 @@
 namespace radixkv::worker {
 
 void RequestStream::Push(GenerateEvent event) {
-  {
-    absl::MutexLock lock(&mu_);
-    events_.push_back(std::move(event));
-  }
+  Append(std::move(event));
+  Notify();
+}
+
+void RequestStream::Append(GenerateEvent event) {
+  absl::MutexLock lock(&mu_);
+  events_.push_back(std::move(event));
+}
+
+void RequestStream::Notify() {
   absl::MutexLock lock(&listener_mu_);
   if (listener_ != nullptr) listener_->OnEventPushed();
 }

@@ -65,6 +65,13 @@ class RequestStream {
   // Appends an event, then notifies the listener (if any).
   void Push(GenerateEvent event);
 
+  // Push in two halves, so that a producer can append on its own thread and
+  // leave the listener's work (a gRPC write) to another (StreamNotifier):
+  // Append queues the event without notifying; Notify runs the listener (if
+  // any) on the calling thread, under the listener lock as Push does.
+  void Append(GenerateEvent event);
+  void Notify();
+
   // Takes the oldest event if there is one. Never blocks.
   bool TryPop(GenerateEvent* event);
 

@@ -10,6 +10,7 @@
 #include "worker/sample_fork.h"
 #include "worker/sampler.h"
 #include "worker/sequence.h"
+#include "worker/stream_notifier.h"
 #include "worker/worker_metrics.h"
 
 namespace radixkv::worker {
@@ -114,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
     }
   }
   if (scheduler->options_.start_thread) {
+    scheduler->notifier_ = std::make_unique<StreamNotifier>();
     scheduler->scheduler_thread_ =
         std::thread([s = scheduler.get()] { s->SchedulerLoop(); });
   }
@@ -784,16 +786,31 @@ int64_t Scheduler::ProcessOutputs(const BatchPlan& plan,
   // committed before its last event, so that a client's next turn (placed
   // by the router from CacheService.Match) already finds its prefix.
   std::vector<std::pair<std::shared_ptr<RequestStream>, GenerateEvent>> last;
+  std::vector<std::shared_ptr<RequestStream>> touched;
+  touched.reserve(events.size());
   for (auto& [seq, event] : events) {
+    touched.push_back(seq->stream);
     if (event.finished) {
       last.emplace_back(seq->stream, std::move(event));
     } else {
-      seq->stream->Push(std::move(event));
+      seq->stream->Append(std::move(event));
     }
   }
   for (auto& [seq, reason] : finished) Finish(seq, reason);  // Frees seq.
-  for (auto& [stream, event] : last) stream->Push(std::move(event));
+  for (auto& [stream, event] : last) stream->Append(std::move(event));
+  NotifyStreams(std::move(touched));
   return decode_tokens;
+}
+
+void Scheduler::NotifyStreams(
+    std::vector<std::shared_ptr<RequestStream>> streams) {
+  if (notifier_ != nullptr) {
+    notifier_->Post(std::move(streams));
+    return;
+  }
+  for (const std::shared_ptr<RequestStream>& stream : streams) {
+    stream->Notify();
+  }
 }
 
 void Scheduler::ObserveTokenLatency(Sequence* seq, absl::Time now) {

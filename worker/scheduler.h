@@ -25,7 +25,8 @@
 //      requeued ahead of its priority and recomputed on readmission),
 //   5. runs one ModelExecutor::ForwardSample (copy ops first; the executor
 //      samples: on the device for the GPU backend), streams
-//      token/text deltas, and on finish (EOS, stop id/string,
+//      token/text deltas (appended on this thread; their gRPC writes run on
+//      the StreamNotifier thread, stream_notifier.h), and on finish (EOS, stop id/string,
 //      max_new_tokens) commits the lease so the tokens enter the radix tree.
 // A heartbeat thread (CacheSession) reports load to the cache service and
 // renews leases. The pieces: request checks (generate_request_parser.h),
@@ -66,6 +67,7 @@
 
 namespace radixkv::worker {
 
+class StreamNotifier;
 class WorkerMetrics;
 
 // Configuration of a Scheduler. Token counts in tokens, slot counts in slots.
@@ -242,6 +244,9 @@ class Scheduler {
   // failure, if any). True when it ends the request (n = 1, or the last
   // live sample).
   bool EndSample(Sequence* seq, const absl::Status& status);
+  // Runs the listeners of a step's streams: on the notifier thread (so
+  // that gRPC writes overlap the next forward), inline without one.
+  void NotifyStreams(std::vector<std::shared_ptr<RequestStream>> streams);
   void ObserveTokenLatency(Sequence* seq, absl::Time now);
   void Finish(Sequence* seq, v1::FinishReason reason);
   void Fail(Sequence* seq, absl::Status status);
@@ -293,6 +298,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   uint64_t admission_counter_ = 0;
 
+  // Runs stream listeners off the scheduler thread (with start_thread;
+  // null otherwise). Destroyed after the destructor's body, so the final
+  // events pushed there are still delivered.
+  std::unique_ptr<StreamNotifier> notifier_;
   std::thread scheduler_thread_;
 };
 

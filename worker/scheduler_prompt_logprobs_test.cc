@@ -61,7 +61,7 @@ TEST_F(SchedulerPromptLogprobsTest, EveryPromptPositionOverPrefillChunks) {
   r.mutable_sampling()->set_temperature(0.7f);
   r.mutable_sampling()->set_repetition_penalty(1.5f);
   r.mutable_sampling()->set_logprobs(1);
-  r.mutable_sampling()->set_prompt_logprobs(2);
+  r.mutable_sampling()->mutable_prompt_logprobs()->set_top(2);
   auto stream = Submit(r);
   RunUntilIdle();
   const std::vector<GenerateEvent> events = Events(*stream);
@@ -78,7 +78,7 @@ TEST_F(SchedulerPromptLogprobsTest, ZeroAlternativesGiveThePromptTokenOnly) {
   Init(512, 4);
   const std::vector<int32_t> prompt = RandomPrompt(9);
   v1::GenerateRequest r = Request("p0", prompt, 1);
-  r.mutable_sampling()->set_prompt_logprobs(0);
+  r.mutable_sampling()->mutable_prompt_logprobs()->set_top(0);
   auto stream = Submit(r);
   RunUntilIdle();
   const std::vector<GenerateEvent> events = Events(*stream);
@@ -94,7 +94,7 @@ TEST_F(SchedulerPromptLogprobsTest, ACachedPromptIsComputedAgain) {
   ASSERT_TRUE(Collect(*first).status.ok());
 
   v1::GenerateRequest r = Request("again", prompt, 2);
-  r.mutable_sampling()->set_prompt_logprobs(1);
+  r.mutable_sampling()->mutable_prompt_logprobs()->set_top(1);
   auto stream = Submit(r);
   RunUntilIdle();
   const std::vector<GenerateEvent> events = Events(*stream);
@@ -114,7 +114,7 @@ TEST_F(SchedulerPromptLogprobsTest, ParallelSamplesSendThemOnceWithSampleZero) {
   v1::GenerateRequest r = Request("n", prompt, 3);
   r.set_n(3);
   r.mutable_sampling()->set_ignore_eos(true);
-  r.mutable_sampling()->set_prompt_logprobs(1);
+  r.mutable_sampling()->mutable_prompt_logprobs()->set_top(1);
   auto stream = Submit(r);
   RunUntilIdle();
   const std::vector<GenerateEvent> events = Events(*stream);
@@ -133,7 +133,7 @@ TEST_F(SchedulerPromptLogprobsTest, ParallelSamplesSendThemOnceWithSampleZero) {
 TEST_F(SchedulerPromptLogprobsTest, OutOfRangeIsRefusedAtSubmit) {
   Init(512, 4);
   v1::GenerateRequest r = Request("bad", RandomPrompt(4), 1);
-  r.mutable_sampling()->set_prompt_logprobs(21);
+  r.mutable_sampling()->mutable_prompt_logprobs()->set_top(21);
   auto stream = scheduler_->Submit(r);
   ASSERT_FALSE(stream.ok());
   EXPECT_EQ(stream.status().code(), absl::StatusCode::kInvalidArgument);

@@ -330,7 +330,7 @@ absl::Status SetLogprobs(OpenAiRequest* r) {
     prompt = std::max(prompt.value_or(0), *r->prompt_logprobs);
   }
   if (prompt.has_value())
-    r->base.mutable_sampling()->set_prompt_logprobs(*prompt);
+    r->base.mutable_sampling()->mutable_prompt_logprobs()->set_top(*prompt);
   return absl::OkStatus();
 }
 

@@ -205,34 +205,34 @@ TEST(OpenAiRequestTest, EchoAndPromptLogprobsAskTheWorkerForPromptLogprobs) {
   r = ParseCompletionRequest(
       R"({"model": "m", "prompt": "x", "echo": true, "logprobs": 3})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 3);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs().top(), 3);
   EXPECT_EQ(r->base.sampling().logprobs(), 3);
   EXPECT_FALSE(r->prompt_logprobs.has_value());
   r = ParseCompletionRequest(
       R"({"model": "m", "prompt": "x", "echo": true, "logprobs": 0})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->base.sampling().has_prompt_logprobs());
-  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 0);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs().top(), 0);
   // Streamed echo with logprobs: the prompt's logprobs come in the first
   // chunk's logprobs object.
   r = ParseCompletionRequest(R"({"model": "m", "prompt": "x", "echo": true,
                                  "logprobs": 2, "stream": true})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 2);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs().top(), 2);
   // vLLM's prompt_logprobs, alone and with echo: the worker gives the
   // larger count.
   r = ParseCompletionRequest(
       R"({"model": "m", "prompt": "x", "prompt_logprobs": 7})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->prompt_logprobs, 7);
-  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 7);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs().top(), 7);
   EXPECT_EQ(r->base.sampling().logprobs(), 0);
   r = ParseCompletionRequest(R"({"model": "m", "prompt": "x", "echo": true,
                                  "logprobs": 5, "prompt_logprobs": 2})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->prompt_logprobs, 2);
   EXPECT_EQ(r->top_logprobs, 5);
-  EXPECT_EQ(r->base.sampling().prompt_logprobs(), 5);
+  EXPECT_EQ(r->base.sampling().prompt_logprobs().top(), 5);
   r = ParseCompletionRequest(
       R"({"model": "m", "prompt": "x", "prompt_logprobs": null})");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -251,7 +251,7 @@ TEST(OpenAiRequestTest, EchoAndPromptLogprobsAskTheWorkerForPromptLogprobs) {
   ASSERT_TRUE(chat.ok()) << chat.status();
   EXPECT_EQ(chat->prompt_logprobs, 0);
   EXPECT_TRUE(chat->base.sampling().has_prompt_logprobs());
-  EXPECT_EQ(chat->base.sampling().prompt_logprobs(), 0);
+  EXPECT_EQ(chat->base.sampling().prompt_logprobs().top(), 0);
 }
 
 TEST(OpenAiRequestTest, ChatRefusalsNameTheParameter) {
