@@ -25,12 +25,8 @@ CTX="${PROFILE_CONTEXT:-1024}"
 BUDGET="${PROFILE_BUDGET_S:-500}"
 NCU=/usr/local/cuda/bin/ncu
 [[ -x "${NCU}" ]] || NCU=ncu
-mkdir -p "${LOG}" "${R}/lib" /tmp/profile-csv
-[[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
-[[ -f "${R}/bin.tar.xz" ]] && tar -xJf "${R}/bin.tar.xz" -C "${R}"
-export LD_LIBRARY_PATH="${PWD}/${R}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-B="${R}/bin"
-left() { echo $((BUDGET - SECONDS > 10 ? BUDGET - SECONDS : 10)); }
+W=/tmp/profile-csv
+source "$(dirname "$0")/device_call_common.sh"
 
 BIG=/tmp
 shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
@@ -45,22 +41,22 @@ fi
 for m in ${MODELS//,/ }; do
   for b in ${BATCHES//,/ }; do
     out="${LOG}/${m}-B${b}.txt"
-    csv="/tmp/profile-csv/${m}-B${b}.csv"
+    csv="${W}/${m}-B${b}.csv"
     args=(--model_dir="${DIR[$m]}" --batches="${b}" --context="${CTX}"
       --profile_batch="${b}" --cpu=false)
-    timeout "$(left)" "${B}/gpu_model_benchmark" "${args[@]}" >"${out}" 2>&1
+    timeout "$(cap 200)" "${B}/gpu_model_benchmark" "${args[@]}" >"${out}" 2>&1
     step_ms=$(sed -n 's/^profile: decode B=[0-9]* step \([0-9.]*\) ms.*/\1/p' "${out}")
-    timeout "$(left)" "${NCU}" --profile-from-start off --graph-profiling node \
+    timeout "$(cap 300)" "${NCU}" --profile-from-start off --graph-profiling node \
       --clock-control none --cache-control none --csv --page raw \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       "${B}/gpu_model_benchmark" "${args[@]}" >"${csv}" 2>>"${out}"
     echo "rc ncu=$?" >>"${out}"
     {
       echo "== ${m} B=${b} context ${CTX}: $(grep '^model ' "${out}" | cut -c1-90)"
-      python3 tools/gpu/kernel_breakdown.py "${csv}" --step_ms "${step_ms:-0}"
+      "${PY_ENV[@]}" python3 tools/gpu/kernel_breakdown.py "${csv}" --step_ms "${step_ms:-0}"
     } >>"${LOG}/summary.txt" 2>&1
   done
 done
 tar -czf "${LOG}/csv.tgz" -C /tmp profile-csv
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"${LOG}/summary.txt"
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat "${R}/commit.txt"; } >>"${LOG}/summary.txt" 2>&1
 cat "${LOG}/summary.txt"

@@ -53,32 +53,11 @@ LOG="${OUT:-/tmp/stack-run}"
 BUDGET="${STACK_BUDGET_S:-530}"
 DEV="${STACK_DEVICE:-gpu}"
 W=/tmp/stack-run-work
-rm -rf "${W}"
-mkdir -p "${LOG}" "${R}/lib" "${W}"
-T0=${SECONDS}
-left() { echo $((BUDGET - (SECONDS - T0))); }
-# cap N: a timeout of at most N seconds and at most what the budget leaves
-# (less a 20 s reserve for stopping the cluster and the summary).
-cap() {
-  local l=$(($(left) - 20))
-  ((l < $1)) && echo $((l > 1 ? l : 1)) || echo "$1"
-}
-declare -A rc
-stamp() { echo "[$((SECONDS - T0)) s] $*" | tee -a "${W}/steps.txt"; }
-
-[[ -f "${R}/lib.tar.xz" ]] && tar -xJf "${R}/lib.tar.xz" -C "${R}/lib"
-[[ -f "${R}/bin.tar.xz" ]] && tar -xJf "${R}/bin.tar.xz" -C "${R}"
-# The staged Debian libraries are for the binaries; python3 gets the
-# machine's own (PY_ENV).
-PY_ENV=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
-RA="$(cd "${R}" && pwd)"  # RUN_DIR may be relative or absolute
-export LD_LIBRARY_PATH="${RA}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export RADIXKV_SHARED_DIR="${RA}/shared"
-B="${RA}/bin"
+source "$(dirname "$0")/device_call_common.sh"
 {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null ||
     echo "no GPU (STACK_DEVICE=${DEV})"
-  git rev-parse --short HEAD 2>/dev/null
+  cat "${R}/commit.txt" 2>/dev/null
   date -u
 } >"${W}/gpu.txt" 2>&1
 stamp "unpacked"

@@ -48,7 +48,7 @@ export LD_LIBRARY_PATH="${PWD}/${R}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:
 export RADIXKV_SHARED_DIR="${PWD}/${R}/shared"
 B="${R}/bin"
 declare -A rc
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"${LOG}/gpu.txt" 2>&1
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat "${R}/commit.txt"; } >"${LOG}/gpu.txt" 2>&1
 
 if [[ "${STEPS}" == *,test,* ]]; then
   "${B}/make_random_checkpoint" --out=/tmp/tc-model --layers=2 --hidden=512 \

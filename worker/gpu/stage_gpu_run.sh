@@ -42,5 +42,7 @@ cp -r "${SHARED}/golden" "${R}/shared/" && rm -f "${R}/shared/golden/corpus.txt"
 if [[ -d worker/testdata/model_families ]]; then
   cp -r worker/testdata/model_families "${R}/model_families"
 fi
+# The commit the binaries were built from (the GPU machine has no history).
+git describe --always --dirty >"${R}/commit.txt"
 chmod -R u+w "${R}"
 du -sh "${R}"
