@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "process/http_server.h"
+#include "router/openai/token_logprobs_for_test.h"
 
 namespace radixkv::router::openai {
 namespace {
@@ -91,20 +92,6 @@ std::vector<Json> Events(const std::string& body) {
   return events;
 }
 
-radixkv::v1::TokenLogprobs Entry(
-    int32_t id, double logprob,
-    const std::vector<std::pair<int32_t, double>>& top) {
-  radixkv::v1::TokenLogprobs e;
-  e.mutable_sampled()->set_token_id(id);
-  e.mutable_sampled()->set_logprob(logprob);
-  for (const auto& [alt, alt_logprob] : top) {
-    radixkv::v1::TokenLogprob* t = e.add_top();
-    t->set_token_id(alt);
-    t->set_logprob(alt_logprob);
-  }
-  return e;
-}
-
 // One chunk of sample `sample` with one token `id` (logprob `logprob`, its
 // own top entry) and text `text`, for a prompt of `prompt_tokens` tokens.
 GenerateResponse Chunk(int sample, int32_t id, const std::string& text,
@@ -113,7 +100,7 @@ GenerateResponse Chunk(int sample, int32_t id, const std::string& text,
   r.set_sample_index(sample);
   r.add_token_ids(id);
   r.set_text(text);
-  *r.add_logprobs() = Entry(id, logprob, {{id, logprob}});
+  *r.add_logprobs() = TokenLogprobsEntry(id, logprob, {{id, logprob}});
   r.set_finished(finished);
   if (finished) r.set_finish_reason(radixkv::v1::FINISH_REASON_LENGTH);
   r.mutable_usage()->set_prompt_tokens(prompt_tokens);
@@ -124,8 +111,10 @@ GenerateResponse Chunk(int sample, int32_t id, const std::string& text,
 
 // GenerateResponse.prompt_logprobs of the 3-token prompt [1, 7, 9].
 void AddPromptLogprobs(GenerateResponse* r) {
-  *r->add_prompt_logprobs() = Entry(7, -2.5, {{3, -0.25}, {7, -2.5}});
-  *r->add_prompt_logprobs() = Entry(9, -0.125, {{9, -0.125}, {4, -3.0}});
+  *r->add_prompt_logprobs() =
+      TokenLogprobsEntry(7, -2.5, {{3, -0.25}, {7, -2.5}});
+  *r->add_prompt_logprobs() =
+      TokenLogprobsEntry(9, -0.125, {{9, -0.125}, {4, -3.0}});
 }
 
 std::string TokenName(int32_t id) { return absl::StrCat("t", id); }

@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 #include "router/openai/openai_error.h"
 #include "router/openai/openai_logprobs.h"
+#include "router/openai/token_logprobs_for_test.h"
 
 namespace radixkv::router::openai {
 namespace {
@@ -131,24 +132,10 @@ TEST(OpenAiResponseTest, LogprobsInTheFormatOfEachEndpoint) {
   EXPECT_EQ(all["content"].size(), 4u);
 }
 
-radixkv::v1::TokenLogprobs Entry(
-    int32_t id, double logprob,
-    const std::vector<std::pair<int32_t, double>>& top) {
-  radixkv::v1::TokenLogprobs e;
-  e.mutable_sampled()->set_token_id(id);
-  e.mutable_sampled()->set_logprob(logprob);
-  for (const auto& [alt, alt_logprob] : top) {
-    radixkv::v1::TokenLogprob* t = e.add_top();
-    t->set_token_id(alt);
-    t->set_logprob(alt_logprob);
-  }
-  return e;
-}
-
 TEST(OpenAiResponseTest, EchoedPromptLogprobsStartWithANullFirstToken) {
   google::protobuf::RepeatedPtrField<radixkv::v1::TokenLogprobs> prompt;
-  *prompt.Add() = Entry(7, -2.5, {{3, -0.25}, {7, -2.5}});
-  *prompt.Add() = Entry(9, -0.125, {{9, -0.125}, {4, -3.0}});
+  *prompt.Add() = TokenLogprobsEntry(7, -2.5, {{3, -0.25}, {7, -2.5}});
+  *prompt.Add() = TokenLogprobsEntry(9, -0.125, {{9, -0.125}, {4, -3.0}});
   const TokenText text = [](int32_t id) { return absl::StrCat("t", id); };
   int64_t offset = 0;
   const Json j = EchoedPromptLogprobsJson(1, prompt, 1, text, &offset);
@@ -167,9 +154,9 @@ TEST(OpenAiResponseTest, EchoedPromptLogprobsStartWithANullFirstToken) {
 TEST(OpenAiResponseTest, VllmPromptLogprobsAndRanks) {
   google::protobuf::RepeatedPtrField<radixkv::v1::TokenLogprobs> prompt;
   // In the list: rank = position + 1, listed once, first.
-  *prompt.Add() = Entry(7, -1.5, {{3, -0.25}, {7, -1.5}});
+  *prompt.Add() = TokenLogprobsEntry(7, -1.5, {{3, -0.25}, {7, -1.5}});
   // Not in the list: rank unknown (null).
-  *prompt.Add() = Entry(9, -4.0, {{3, -0.5}, {4, -1.0}});
+  *prompt.Add() = TokenLogprobsEntry(9, -4.0, {{3, -0.5}, {4, -1.0}});
   const TokenText text = [](int32_t id) { return absl::StrCat("t", id); };
   EXPECT_EQ(VllmPromptLogprobsJson(prompt, 2, text).dump(),
             R"([null,)"
@@ -188,21 +175,23 @@ TEST(OpenAiResponseTest, VllmPromptLogprobsAndRanks) {
   // (echo asked for more): vLLM's count of tokens at least as likely, known
   // when a less likely token follows.
   const radixkv::v1::TokenLogprobs beyond =
-      Entry(9, -1.0, {{3, -0.25}, {9, -1.0}, {4, -2.0}});
+      TokenLogprobsEntry(9, -1.0, {{3, -0.25}, {9, -1.0}, {4, -2.0}});
   EXPECT_EQ(VllmPromptTokenRank(beyond, 2), 2);
   EXPECT_EQ(VllmPromptTokenRank(beyond, 1), 2);
   EXPECT_EQ(VllmPromptTokenRank(beyond, 0), 2);
   // A tie with the list's last token: tokens past the list may tie too.
-  EXPECT_EQ(VllmPromptTokenRank(
-                Entry(9, -1.0, {{3, -0.25}, {9, -1.0}, {4, -1.0}}), 1),
-            std::nullopt);
+  EXPECT_EQ(
+      VllmPromptTokenRank(
+          TokenLogprobsEntry(9, -1.0, {{3, -0.25}, {9, -1.0}, {4, -1.0}}), 1),
+      std::nullopt);
   // The last of the list: unknown past the answered ones, position + 1
   // within them.
   const radixkv::v1::TokenLogprobs last =
-      Entry(4, -2.0, {{3, -0.25}, {4, -2.0}});
+      TokenLogprobsEntry(4, -2.0, {{3, -0.25}, {4, -2.0}});
   EXPECT_EQ(VllmPromptTokenRank(last, 1), std::nullopt);
   EXPECT_EQ(VllmPromptTokenRank(last, 2), 2);
-  EXPECT_EQ(VllmPromptTokenRank(Entry(8, -5.0, {{3, -0.25}}), 1), std::nullopt);
+  EXPECT_EQ(VllmPromptTokenRank(TokenLogprobsEntry(8, -5.0, {{3, -0.25}}), 1),
+            std::nullopt);
 }
 
 TEST(OpenAiResponseTest, PromptLogprobsWhereVllmPutsThem) {

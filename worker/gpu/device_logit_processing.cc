@@ -62,16 +62,7 @@ absl::Status DeviceLogitProcessing::Allocate(int32_t max_batch,
   dev_ = static_cast<char*>(p);
   RADIXKV_RETURN_IF_ERROR(memory->AllocPinned(block, &p, "pinned penalties"));
   host_ = static_cast<char*>(p);
-  const size_t values = static_cast<size_t>(max_batch) * (1 + kMaxTopLogprobs);
-  const size_t ids = static_cast<size_t>(max_batch) * kMaxTopLogprobs;
-  RADIXKV_RETURN_IF_ERROR(memory->AllocT(values, &values_dev_, bytes));
-  RADIXKV_RETURN_IF_ERROR(memory->AllocT(ids, &ids_dev_, bytes));
-  RADIXKV_RETURN_IF_ERROR(
-      memory->AllocPinned(values * sizeof(float), &p, "pinned logprobs"));
-  values_host_ = static_cast<float*>(p);
-  RADIXKV_RETURN_IF_ERROR(
-      memory->AllocPinned(ids * sizeof(int32_t), &p, "pinned logprob ids"));
-  ids_host_ = static_cast<int32_t*>(p);
+  RADIXKV_RETURN_IF_ERROR(logprobs_.Allocate(max_batch, memory, bytes));
   RADIXKV_RETURN_IF_ERROR(
       memory->AllocPinned(max_batch * sizeof(int32_t), &p, "pinned tokens"));
   tokens_host_ = static_cast<int32_t*>(p);
@@ -137,18 +128,10 @@ absl::Status DeviceLogitProcessing::Run(float* logits, int32_t vocab,
         LaunchLogprobs(
             logits, rows_, vocab,
             reinterpret_cast<const DeviceLogprobParams*>(dev_ + logprob_off_),
-            tokens, top_stride_, values_dev_, ids_dev_, stream),
+            tokens, top_stride_, logprobs_.values_dev(), logprobs_.ids_dev(),
+            stream),
         "logprobs"));
-    RADIXKV_RETURN_IF_ERROR(
-        RuntimeError(hipMemcpyAsync(values_host_, values_dev_,
-                                    sizeof(float) * rows_ * (1 + top_stride_),
-                                    hipMemcpyDeviceToHost, s),
-                     "logprobs download"));
-    RADIXKV_RETURN_IF_ERROR(
-        RuntimeError(hipMemcpyAsync(ids_host_, ids_dev_,
-                                    sizeof(int32_t) * rows_ * top_stride_,
-                                    hipMemcpyDeviceToHost, s),
-                     "logprob ids download"));
+    RADIXKV_RETURN_IF_ERROR(logprobs_.Download(rows_, top_stride_, stream));
   }
   RADIXKV_RETURN_IF_ERROR(
       RuntimeError(hipMemcpyAsync(tokens_host_, tokens, sizeof(int32_t) * rows_,
@@ -168,15 +151,7 @@ void DeviceLogitProcessing::Finish(absl::Span<const SequenceSampling> sampling,
     }
     const int32_t token = (*token_ids)[r];
     if (s.logprobs == 0 || s.sampled == nullptr || token < 0) continue;
-    const float* v = values_host_ + static_cast<size_t>(r) * (1 + top_stride_);
-    const int32_t* ids = ids_host_ + static_cast<size_t>(r) * top_stride_;
-    SampledToken& out = *s.sampled;
-    out.token = token;
-    out.logprob = v[0];
-    out.top.clear();
-    for (int32_t j = 0; j < s.logprobs && ids[j] >= 0; ++j) {
-      out.top.emplace_back(ids[j], v[1 + j]);
-    }
+    logprobs_.Read(r, top_stride_, token, s.logprobs, s.sampled);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "worker/gpu/logit_kernels.h"
+#include "worker/gpu/logprob_buffers.h"
 #include "worker/gpu/model_kernels.h"
 #include "worker/model_executor.h"
 
@@ -64,11 +65,8 @@ class DeviceLogitProcessing {
   char* host_ = nullptr;
   char* dev_ = nullptr;
   size_t penalties_off_ = 0, logprob_off_ = 0, seen_off_ = 0;
-  // Outputs: values fp32 [B, 1 + top_stride], ids [B, top_stride], tokens.
-  float* values_dev_ = nullptr;
-  int32_t* ids_dev_ = nullptr;
-  float* values_host_ = nullptr;
-  int32_t* ids_host_ = nullptr;
+  // Outputs: logprobs [B, 1 + top_stride] and ids, the B tokens.
+  LogprobBuffers logprobs_;
   int32_t* tokens_host_ = nullptr;
   // The prepared step.
   int32_t rows_ = 0;

@@ -28,17 +28,7 @@ absl::Status DevicePromptLogprobs::Allocate(int32_t max_rows,
   RADIXKV_RETURN_IF_ERROR(
       memory->AllocPinned(block_bytes_, &p, "pinned prompt logprob rows"));
   host_ = static_cast<char*>(p);
-  const size_t values = static_cast<size_t>(max_rows) * (1 + kMaxTopLogprobs);
-  const size_t ids = static_cast<size_t>(max_rows) * kMaxTopLogprobs;
-  RADIXKV_RETURN_IF_ERROR(memory->AllocT(values, &values_dev_, bytes));
-  RADIXKV_RETURN_IF_ERROR(memory->AllocT(ids, &ids_dev_, bytes));
-  RADIXKV_RETURN_IF_ERROR(memory->AllocPinned(values * sizeof(float), &p,
-                                              "pinned prompt logprobs"));
-  values_host_ = static_cast<float*>(p);
-  RADIXKV_RETURN_IF_ERROR(memory->AllocPinned(ids * sizeof(int32_t), &p,
-                                              "pinned prompt logprob ids"));
-  ids_host_ = static_cast<int32_t*>(p);
-  return absl::OkStatus();
+  return logprobs_.Allocate(max_rows, memory, bytes);
 }
 
 absl::Status DevicePromptLogprobs::Run(
@@ -89,30 +79,13 @@ absl::Status DevicePromptLogprobs::RunChunk(const GpuForward& f,
           f.workspace->logits, n, f.config->vocab_size,
           reinterpret_cast<const DeviceLogprobParams*>(dev_ + params_off_),
           reinterpret_cast<const int32_t*>(dev_ + tokens_off_), top_stride,
-          values_dev_, ids_dev_, s),
+          logprobs_.values_dev(), logprobs_.ids_dev(), s),
       "prompt logprobs"));
-  RADIXKV_RETURN_IF_ERROR(
-      RuntimeError(hipMemcpyAsync(values_host_, values_dev_,
-                                  sizeof(float) * n * (1 + top_stride),
-                                  hipMemcpyDeviceToHost, s),
-                   "prompt logprobs download"));
-  if (top_stride > 0) {
-    RADIXKV_RETURN_IF_ERROR(RuntimeError(
-        hipMemcpyAsync(ids_host_, ids_dev_, sizeof(int32_t) * n * top_stride,
-                       hipMemcpyDeviceToHost, s),
-        "prompt logprob ids download"));
-  }
+  RADIXKV_RETURN_IF_ERROR(logprobs_.Download(n, top_stride, s));
   RADIXKV_RETURN_IF_ERROR(RuntimeError(hipStreamSynchronize(s), "step"));
   for (int32_t r = 0; r < n; ++r) {
-    const float* v = values_host_ + static_cast<size_t>(r) * (1 + top_stride);
-    const int32_t* ids = ids_host_ + static_cast<size_t>(r) * top_stride;
-    SampledToken& out = *chunk[r].out;
-    out.token = chunk[r].token;
-    out.logprob = v[0];
-    out.top.clear();
-    for (int32_t j = 0; j < chunk[r].num_top && ids[j] >= 0; ++j) {
-      out.top.emplace_back(ids[j], v[1 + j]);
-    }
+    logprobs_.Read(r, top_stride, chunk[r].token, chunk[r].num_top,
+                   chunk[r].out);
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "worker/gpu/logit_kernels.h"
+#include "worker/gpu/logprob_buffers.h"
 #include "worker/model_executor.h"
 
 namespace radixkv::worker::gpu {
@@ -53,12 +54,8 @@ class DevicePromptLogprobs {
   char* host_ = nullptr;
   char* dev_ = nullptr;
   size_t tokens_off_ = 0, params_off_ = 0, block_bytes_ = 0;
-  // Outputs: values fp32 [max_rows, 1 + kMaxTopLogprobs], ids int32
-  // [max_rows, kMaxTopLogprobs], on the device and pinned.
-  float* values_dev_ = nullptr;
-  int32_t* ids_dev_ = nullptr;
-  float* values_host_ = nullptr;
-  int32_t* ids_host_ = nullptr;
+  // Outputs of each chunk.
+  LogprobBuffers logprobs_;
 };
 
 }  // namespace radixkv::worker::gpu

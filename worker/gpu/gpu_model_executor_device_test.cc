@@ -714,7 +714,9 @@ TEST(GpuExecutor, DeviceProcessorsMatchAFloat64ReferenceOfTheDeviceLogits) {
         const auto [id, lp] = sampled[s].top[j];
         EXPECT_NEAR(lp, ref[id], 1e-4) << j;
         // Ties: ids whose fp32 penalized logits round equal.
-        if (id != top[j].first) EXPECT_NEAR(ref[id], top[j].second, 1e-5);
+        if (id != top[j].first) {
+          EXPECT_NEAR(ref[id], top[j].second, 1e-5);
+        }
       }
       const double max_lp = top[0].second;
       if (greedy) {
@@ -725,7 +727,9 @@ TEST(GpuExecutor, DeviceProcessorsMatchAFloat64ReferenceOfTheDeviceLogits) {
         Sampler cpu(sp);
         auto want = cpu.SampleWithHistory(row, prompts[s], outputs[s]);
         ASSERT_TRUE(want.ok());
-        if (tok != want->token) EXPECT_NEAR(ref[tok], max_lp, 1e-5);
+        if (tok != want->token) {
+          EXPECT_NEAR(ref[tok], max_lp, 1e-5);
+        }
       } else if (p.min_p > 0) {
         // min_p keeps p(tok) >= min_p x p(max) (fp32 at the boundary).
         EXPECT_GE(ref[tok] - max_lp, std::log(p.min_p) - 1e-4);
@@ -805,7 +809,9 @@ TEST(GpuExecutor, PromptLogprobsMatchAFloat64ReferenceOfTheDeviceLogits) {
       for (size_t j = 0; j < top.size(); ++j) {
         const auto [id, lp] = got.top[j];
         EXPECT_NEAR(lp, ref[id], 1e-4) << j;
-        if (id != top[j].first) EXPECT_NEAR(ref[id], top[j].second, 1e-5);
+        if (id != top[j].first) {
+          EXPECT_NEAR(ref[id], top[j].second, 1e-5);
+        }
       }
     }
   }
