@@ -423,6 +423,21 @@ TEST(GpuExecutor, DeviceSampling) {
     seen.insert(t[0]);
   }
   EXPECT_GE(seen.size(), 2u);
+  // top_k = 5 at temperature 50 (nearly uniform over the five): the draws of
+  // each row are exactly within its five largest logits and reach at least
+  // three of them, so the threshold is neither too loose nor too tight.
+  for (int s = 0; s < 4; ++s) {
+    const float* row = &logits[s * kVocab];
+    std::vector<float> sorted(row, row + kVocab);
+    std::sort(sorted.rbegin(), sorted.rend());
+    std::set<int32_t> drawn;
+    for (uint64_t step = 0; step < 60; ++step) {
+      const int32_t tok = sample({50.0f, 5, 1.0f, seed + 2, step})[s];
+      EXPECT_GE(row[tok], sorted[4]) << "top-k violated";
+      drawn.insert(tok);
+    }
+    EXPECT_GE(drawn.size(), 3u) << "row " << s;
+  }
   // top_p = 0.5: every draw lies in the smallest set of top tokens whose
   // probability mass (temperature 1) reaches 0.5.
   for (uint64_t step = 0; step < 20; ++step) {

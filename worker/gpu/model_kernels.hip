@@ -464,6 +464,68 @@ __device__ __forceinline__ uint32_t OrderedKey(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The k-th largest OrderedKey of row[0, vocab) (1 <= k <= vocab, no NaN),
+// by radix select: four passes of 8-bit digits from the top, each a
+// histogram (integer shared-memory atomics: exact, order-free) of the keys
+// that match the digits chosen so far, then a block scan of the 256 bins
+// from the top that picks the digit where the count reaches k. Four passes
+// over the row instead of the 32 of a bisection on the key. Call from
+// every thread of a block of >= 256 threads; returns the key to all.
+__device__ uint32_t KthLargestKey(const float* row, int32_t vocab, int32_t k) {
+  __shared__ int32_t hist[256];
+  __shared__ uint32_t prefix;
+  __shared__ int32_t remaining;
+  if (threadIdx.x == 0) {
+    prefix = 0;
+    remaining = k;
+  }
+  uint32_t mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    if (threadIdx.x < 256) hist[threadIdx.x] = 0;
+    __syncthreads();
+    const uint32_t want = prefix;
+    // Runs of one digit are counted in registers first: logits cluster, so
+    // the first passes would otherwise send most of the row's atomics to
+    // one or two bins.
+    int32_t run_bin = -1, run = 0;
+    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+      const uint32_t key = OrderedKey(row[i]);
+      if ((key & mask) != want) continue;
+      const int32_t bin = static_cast<int32_t>((key >> shift) & 255u);
+      if (bin != run_bin) {
+        if (run > 0) atomicAdd(&hist[run_bin], run);
+        run_bin = bin;
+        run = 0;
+      }
+      ++run;
+    }
+    if (run > 0) atomicAdd(&hist[run_bin], run);
+    __syncthreads();
+    // Inclusive scan of the bins from digit 255 down (thread t holds digit
+    // 255 - t), Hillis-Steele in place.
+    const int32_t t = threadIdx.x;
+    const int32_t own = t < 256 ? hist[255 - t] : 0;
+    for (int offset = 1; offset < 256; offset *= 2) {
+      const int32_t add = t < 256 && t >= offset ? hist[255 - (t - offset)] : 0;
+      __syncthreads();
+      if (t < 256) hist[255 - t] += add;
+      __syncthreads();
+    }
+    const int32_t need = remaining;
+    __syncthreads();
+    if (t < 256) {
+      const int32_t incl = hist[255 - t];
+      if (incl >= need && incl - own < need) {
+        prefix = want | (static_cast<uint32_t>(255 - t) << shift);
+        remaining = need - (incl - own);
+      }
+    }
+    mask |= 255u << shift;
+    __syncthreads();
+  }
+  return prefix;
+}
+
 __device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -492,25 +554,10 @@ __global__ void __launch_bounds__(kRowThreads)
     return;
   }
   const float inv_t = 1.0f / p.temperature;
-  // top-k: the largest key K with count(key >= K) >= k (exact, 32 steps).
-  uint32_t k_threshold = 0;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    uint32_t lo = 0, hi = 0xffffffffu;  // answer in [lo, hi]
-    while (lo < hi) {
-      const uint32_t mid = lo + (hi - lo) / 2 + 1;
-      float count = 0.0f;
-      for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-        count += OrderedKey(row[i]) >= mid ? 1.0f : 0.0f;
-      }
-      count = BlockReduceSum(count, scratch);
-      if (count >= static_cast<float>(p.top_k)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    k_threshold = lo;
-  }
+  // top-k: the k-th largest key (exactly: the largest K with count(key >=
+  // K) >= k; ties at K are all kept).
+  const uint32_t k_threshold =
+      p.top_k > 0 && p.top_k < vocab ? KthLargestKey(row, vocab, p.top_k) : 0;
   auto prob = [&](int32_t i) {
     const float v = row[i];
     if (v != v || OrderedKey(v) < k_threshold) return 0.0f;
