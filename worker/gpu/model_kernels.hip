@@ -464,30 +464,36 @@ __device__ __forceinline__ uint32_t OrderedKey(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// The k-th largest OrderedKey of row[0, vocab) (1 <= k <= vocab, no NaN),
-// by radix select: four passes of 8-bit digits from the top, each a
-// histogram (integer shared-memory atomics: exact, order-free) of the keys
-// that match the digits chosen so far, then a block scan of the 256 bins
-// from the top that picks the digit where the count reaches k. Four passes
-// over the row instead of the 32 of a bisection on the key. Call from
-// every thread of a block of >= 256 threads; returns the key to all.
-__device__ uint32_t KthLargestKey(const float* row, int32_t vocab, int32_t k) {
-  __shared__ int32_t hist[256];
+// Radix select from the top over the OrderedKeys of row[0, vocab) (no
+// NaN) with weights weight(i) >= 0 of type W (an integer type, so that
+// every sum is exact and independent of the order the threads add in):
+// the key v of the element where the weight summed from the largest key
+// down first reaches `need` (0 < need <= the total weight), i.e. the
+// largest K with sum(weight(i) : key(i) >= K) >= need. Four passes of 8-bit
+// digits from the top, each a shared-memory histogram of the weights of the
+// keys that match the digits chosen so far (runs of one digit are summed in
+// registers first: logits cluster, so the first passes would otherwise
+// send most atomics to one or two bins), then a 256-bin block scan from the
+// top that picks the digit where the sum reaches the need. Four passes over
+// the row instead of the 32 of a bisection on the key. Call from every
+// thread of a block of >= 256 threads; returns the key to all.
+template <typename W, typename WeightFn>
+__device__ uint32_t SelectKeyFromTop(const float* row, int32_t vocab, W need,
+                                     WeightFn weight) {
+  __shared__ W hist[256];
   __shared__ uint32_t prefix;
-  __shared__ int32_t remaining;
+  __shared__ W remaining;
   if (threadIdx.x == 0) {
     prefix = 0;
-    remaining = k;
+    remaining = need;
   }
   uint32_t mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
     if (threadIdx.x < 256) hist[threadIdx.x] = 0;
     __syncthreads();
     const uint32_t want = prefix;
-    // Runs of one digit are counted in registers first: logits cluster, so
-    // the first passes would otherwise send most of the row's atomics to
-    // one or two bins.
-    int32_t run_bin = -1, run = 0;
+    int32_t run_bin = -1;
+    W run = 0;
     for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
       const uint32_t key = OrderedKey(row[i]);
       if ((key & mask) != want) continue;
@@ -497,27 +503,27 @@ __device__ uint32_t KthLargestKey(const float* row, int32_t vocab, int32_t k) {
         run_bin = bin;
         run = 0;
       }
-      ++run;
+      run += weight(i);
     }
     if (run > 0) atomicAdd(&hist[run_bin], run);
     __syncthreads();
     // Inclusive scan of the bins from digit 255 down (thread t holds digit
     // 255 - t), Hillis-Steele in place.
     const int32_t t = threadIdx.x;
-    const int32_t own = t < 256 ? hist[255 - t] : 0;
+    const W own = t < 256 ? hist[255 - t] : W{0};
     for (int offset = 1; offset < 256; offset *= 2) {
-      const int32_t add = t < 256 && t >= offset ? hist[255 - (t - offset)] : 0;
+      const W add = t < 256 && t >= offset ? hist[255 - (t - offset)] : W{0};
       __syncthreads();
       if (t < 256) hist[255 - t] += add;
       __syncthreads();
     }
-    const int32_t need = remaining;
+    const W left = remaining;
     __syncthreads();
     if (t < 256) {
-      const int32_t incl = hist[255 - t];
-      if (incl >= need && incl - own < need) {
+      const W incl = hist[255 - t];
+      if (incl >= left && incl - own < left) {
         prefix = want | (static_cast<uint32_t>(255 - t) << shift);
-        remaining = need - (incl - own);
+        remaining = left - (incl - own);
       }
     }
     mask |= 255u << shift;
@@ -525,6 +531,23 @@ __device__ uint32_t KthLargestKey(const float* row, int32_t vocab, int32_t k) {
   }
   return prefix;
 }
+
+// Sum of v over the block, exact (integer atomics in shared memory).
+__device__ unsigned long long BlockSumU64(unsigned long long v) {
+  __shared__ unsigned long long sum;
+  if (threadIdx.x == 0) sum = 0;
+  __syncthreads();
+  if (v != 0) atomicAdd(&sum, v);
+  __syncthreads();
+  const unsigned long long r = sum;
+  __syncthreads();
+  return r;
+}
+
+// Fixed-point scale of the top-p masses: a probability relative to the
+// argmax's, in (0, 1], becomes an integer of at most 2^40, so a row of up
+// to 2^23 tokens sums in 64 bits without overflow, exactly.
+constexpr double kMassScale = 1099511627776.0;  // 2^40
 
 __device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -557,34 +580,32 @@ __global__ void __launch_bounds__(kRowThreads)
   // top-k: the k-th largest key (exactly: the largest K with count(key >=
   // K) >= k; ties at K are all kept).
   const uint32_t k_threshold =
-      p.top_k > 0 && p.top_k < vocab ? KthLargestKey(row, vocab, p.top_k) : 0;
+      p.top_k > 0 && p.top_k < vocab
+          ? SelectKeyFromTop<int32_t>(row, vocab, p.top_k,
+                                      [](int32_t) { return 1; })
+          : 0;
   auto prob = [&](int32_t i) {
     const float v = row[i];
     if (v != v || OrderedKey(v) < k_threshold) return 0.0f;
     return expf((v - best) * inv_t);
   };
-  float total = 0.0f;
-  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) total += prob(i);
-  total = BlockReduceSum(total, scratch);
-  // top-p: the largest key K with mass(key >= K) >= top_p * total.
+  // top-p: the largest key K with mass(key >= K) >= top_p * total, the
+  // masses in fixed point (exact sums, independent of thread order).
   uint32_t p_threshold = k_threshold;
   if (p.top_p < 1.0f) {
-    const float target_mass = p.top_p * total;
-    uint32_t lo = k_threshold, hi = 0xffffffffu;
-    while (lo < hi) {
-      const uint32_t mid = lo + (hi - lo) / 2 + 1;
-      float mass = 0.0f;
-      for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-        if (OrderedKey(row[i]) >= mid) mass += prob(i);
-      }
-      mass = BlockReduceSum(mass, scratch);
-      if (mass >= target_mass) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
+    auto mass = [&](int32_t i) {
+      return static_cast<unsigned long long>(
+          static_cast<double>(prob(i)) * kMassScale);
+    };
+    unsigned long long total = 0;
+    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) total += mass(i);
+    total = BlockSumU64(total);
+    const unsigned long long need = min(
+        total, static_cast<unsigned long long>(ceil(
+                   static_cast<double>(p.top_p) * static_cast<double>(total))));
+    if (need > 0) {
+      p_threshold = SelectKeyFromTop<unsigned long long>(row, vocab, need, mass);
     }
-    p_threshold = lo;
   }
   // min_p after top-p, as the CPU sampler: prob(i) is relative to the
   // argmax's probability (exp(0) = 1), so the threshold is min_p itself.
