@@ -431,27 +431,14 @@ __device__ __forceinline__ bool RowArgmaxOrNan(const float* row, int32_t vocab,
   best = -INFINITY;
   best_i = -1;
   bool saw_nan = false;
-  auto take = [&](float v, int32_t i) {
+  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = row[i];
     saw_nan = saw_nan || v != v;
     if ((v > best || best_i < 0) && !(v != v)) {
       best = v;
       best_i = i;
     }
-  };
-  // Four loads in flight per thread before the comparisons (one block per
-  // row: at small batches the loop is latency-bound); each thread still
-  // takes its indices in increasing order, so ties keep the lowest index.
-  const int32_t stride = blockDim.x;
-  int32_t i = threadIdx.x;
-  for (; i + 3 * stride < vocab; i += 4 * stride) {
-    const float v0 = row[i], v1 = row[i + stride];
-    const float v2 = row[i + 2 * stride], v3 = row[i + 3 * stride];
-    take(v0, i);
-    take(v1, i + stride);
-    take(v2, i + 2 * stride);
-    take(v3, i + 3 * stride);
   }
-  for (; i < vocab; i += stride) take(row[i], i);
   // Also a barrier for BlockArgmax's first shared-memory write.
   if (__syncthreads_or(saw_nan)) return true;
   BlockArgmax(best, best_i, sv, si);
