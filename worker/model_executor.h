@@ -118,15 +118,6 @@ struct SequenceSampling {
   // Device backends ignore it. nullptr: the default implementation draws
   // from a fresh Sampler seeded with a mix of (seed, step).
   Sampler* host_sampler = nullptr;
-
-  // True when a processor beyond temperature / top-k / top-p or logprobs is
-  // asked for: device backends without kernels for them sample such batches
-  // on the host (ModelExecutor::ForwardSample).
-  bool NeedsHostProcessors() const {
-    return needs_token &&
-           (repetition_penalty != 1.0f || frequency_penalty != 0.0f ||
-            presence_penalty != 0.0f || min_p != 0.0f || logprobs > 0);
-  }
 };
 
 // token_ids value of a ForwardSample row that needed a token but could not be

@@ -10,8 +10,6 @@
 namespace radixkv::worker::gpu {
 namespace {
 
-size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
-
 bool HasPenalties(const SequenceSampling& s) {
   return s.needs_token &&
          (s.repetition_penalty != 1.0f || s.frequency_penalty != 0.0f ||
@@ -53,9 +51,10 @@ absl::Status DeviceLogitProcessing::Allocate(int32_t max_batch,
                                              int64_t* bytes) {
   max_batch_ = max_batch;
   max_seen_ = max_seen;
-  penalties_off_ = Align16(sizeof(int32_t) * (max_batch + 1));
-  logprob_off_ = penalties_off_ + Align16(sizeof(DevicePenalties) * max_batch);
-  seen_off_ = logprob_off_ + Align16(sizeof(DeviceLogprobParams) * max_batch);
+  penalties_off_ = AlignUp16(sizeof(int32_t) * (max_batch + 1));
+  logprob_off_ =
+      penalties_off_ + AlignUp16(sizeof(DevicePenalties) * max_batch);
+  seen_off_ = logprob_off_ + AlignUp16(sizeof(DeviceLogprobParams) * max_batch);
   const size_t block = seen_off_ + sizeof(DeviceSeenToken) * max_seen;
   void* p = nullptr;
   RADIXKV_RETURN_IF_ERROR(memory->Alloc(block, &p, bytes));

@@ -13,6 +13,10 @@
 
 namespace radixkv::worker::gpu {
 
+// `n` bytes rounded up to 16: the alignment of each region of a block that
+// is uploaded with one copy (16-byte vector loads on the device).
+constexpr size_t AlignUp16(size_t n) { return (n + 15) / 16 * 16; }
+
 class DeviceMemory {
  public:
   DeviceMemory() = default;

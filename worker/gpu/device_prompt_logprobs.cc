@@ -9,18 +9,13 @@
 #include "worker/gpu/gpu_status.h"
 
 namespace radixkv::worker::gpu {
-namespace {
-
-size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
-
-}  // namespace
 
 absl::Status DevicePromptLogprobs::Allocate(int32_t max_rows,
                                             DeviceMemory* memory,
                                             int64_t* bytes) {
   max_rows_ = max_rows;
-  tokens_off_ = Align16(sizeof(int32_t) * max_rows);
-  params_off_ = tokens_off_ + Align16(sizeof(int32_t) * max_rows);
+  tokens_off_ = AlignUp16(sizeof(int32_t) * max_rows);
+  params_off_ = tokens_off_ + AlignUp16(sizeof(int32_t) * max_rows);
   block_bytes_ = params_off_ + sizeof(DeviceLogprobParams) * max_rows;
   void* p = nullptr;
   RADIXKV_RETURN_IF_ERROR(memory->Alloc(block_bytes_, &p, bytes));

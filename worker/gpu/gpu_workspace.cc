@@ -18,7 +18,7 @@ StepMetadataLayout LayoutStepMetadata(int64_t max_batch_size,
   size_t off = 0;
   auto region = [&](size_t bytes) {
     const size_t at = off;
-    off += (bytes + 15) / 16 * 16;
+    off += AlignUp16(bytes);
     return at;
   };
   StepMetadataLayout l;
