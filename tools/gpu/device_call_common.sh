@@ -14,6 +14,8 @@
 #   B             the binaries' folder (absolute)
 #   PY_ENV        env prefix that runs python3 with the machine's own
 #                 libraries (the staged Debian ones are for the binaries)
+#   M8            where the 16 GB Llama-3.1-8B-shape checkpoint goes:
+#                 /dev/shm when it has 20 GB free, else /tmp
 rm -rf "${W}"
 mkdir -p "${LOG}" "${R}/lib" "${W}"
 T0=${SECONDS}
@@ -32,3 +34,6 @@ RA="$(cd "${R}" && pwd)"
 export LD_LIBRARY_PATH="${RA}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export RADIXKV_SHARED_DIR="${RA}/shared"
 B="${RA}/bin"
+M8=/tmp/llama3-8b
+shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+[[ -n "${shm_free}" && "${shm_free}" -gt 20000000 ]] && M8=/dev/shm/llama3-8b

@@ -28,10 +28,7 @@ NCU=/usr/local/cuda/bin/ncu
 W=/tmp/profile-csv
 source "$(dirname "$0")/device_call_common.sh"
 
-BIG=/tmp
-shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
-[[ -n "${shm_free}" && "${shm_free}" -gt 20000000 ]] && BIG=/dev/shm
-declare -A DIR=([small]=/tmp/bench-model [8b]="${BIG}/llama3-8b")
+declare -A DIR=([small]=/tmp/bench-model [8b]="${M8}")
 [[ -f /tmp/bench-model/config.json ]] ||
   "${B}/make_random_checkpoint" --out=/tmp/bench-model >/dev/null
 if [[ ",${MODELS}," == *,8b,* && ! -f "${DIR[8b]}/config.json" ]]; then

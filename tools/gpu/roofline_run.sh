@@ -51,10 +51,6 @@ stamp "unpacked"
   --heads=8 --kv_heads=2 --head_dim=64 --intermediate=1024 --vocab=1000 \
   --dtype=bf16 >/dev/null
 "${B}/make_random_checkpoint" --out=/tmp/bench-model >/dev/null
-BIG=/tmp
-shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
-[[ -n "${shm_free}" && "${shm_free}" -gt 20000000 ]] && BIG=/dev/shm
-M8="${BIG}/llama3-8b"
 if [[ "${SKIP}" != *,8b,* ]]; then
   ("${B}/make_random_checkpoint" --out="${M8}" --preset=llama3-8b \
     >"${W}/ckpt-8b.log" 2>&1; echo "rc=$? ${SECONDS}" >>"${W}/ckpt-8b.log") &

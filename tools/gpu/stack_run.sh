@@ -84,15 +84,12 @@ else
   WARM_ARGS="--sp_groups=1 --sp_prompts_per_group=${CONC} --sp_system_tokens=32 --sp_question_tokens=8 --sp_output_tokens=4"
 fi
 
-M8=
+WROTE_8B=
 if [[ -n "${STACK_MODEL_DIR:-}" ]]; then
   MODEL="$(realpath "${STACK_MODEL_DIR}")"
 elif [[ "${DEV}" == gpu ]]; then
-  BIG=/tmp
-  shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
-  [[ -n "${shm_free}" && "${shm_free}" -gt 20000000 ]] && BIG=/dev/shm
-  M8="${BIG}/llama3-8b"
   MODEL="${M8}"
+  WROTE_8B=1
   timeout "$(cap 150)" "${B}/make_random_checkpoint" --out="${M8}" \
     --preset=llama3-8b >"${W}/ckpt-8b.log" 2>&1
   rc[checkpoint]=$?
@@ -186,7 +183,7 @@ if [[ "${DEV}" == gpu && -x "${B}/gpu_model_benchmark" ]] && (($(left) > 60)); t
   rc[bench]=$?
   stamp "bench rc=${rc[bench]}"
 fi
-[[ -n "${M8}" ]] && rm -rf "${M8}"
+[[ -n "${WROTE_8B}" ]] && rm -rf "${M8}"
 
 "${PY_ENV[@]}" python3 tools/gpu/stack_summary.py --work="${W}" \
   --bench_log="${LOG}/bench.log" >"${W}/table.txt" 2>&1
