@@ -129,12 +129,24 @@ absl::Status RopeAndCache(const GpuForward& f, const StepShape& sh, int layer,
 }
 
 // The four GEMMs of a layer over n rows (the forward and the timing hook).
-absl::Status QkvProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
+// QKV and gate/up read h; given `norm`, they compute h = RMSNorm(norm) first
+// (fused into the GEMM where GpuGemm::RunNormed can).
+absl::Status NormedInputGemm(const GpuForward& f, const RmsNormInput* norm,
+                             const void* w, float* c, int64_t n, int64_t out,
+                             int64_t k) {
+  if (norm != nullptr) {
+    return f.gemm->RunNormed(*norm, f.workspace->h, w, c, n, out, k);
+  }
+  return f.gemm->Run(f.workspace->h, w, c, n, out, k, 0.0f);
+}
+
+absl::Status QkvProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n,
+                     const RmsNormInput* norm = nullptr) {
   const model::ModelConfig& c = *f.config;
   const int64_t qkv_dim =
       (int64_t{c.num_attention_heads} + 2 * c.num_key_value_heads) * c.head_dim;
-  return f.gemm->Run(f.workspace->h, w.qkv, f.workspace->qkv, n, qkv_dim,
-                     c.hidden_size, 0.0f);
+  return NormedInputGemm(f, norm, w.qkv, f.workspace->qkv, n, qkv_dim,
+                         c.hidden_size);
 }
 
 absl::Status OProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
@@ -144,10 +156,10 @@ absl::Status OProj(const GpuForward& f, const GpuLayerWeights& w, int64_t n) {
 }
 
 absl::Status GateUpProj(const GpuForward& f, const GpuLayerWeights& w,
-                        int64_t n) {
+                        int64_t n, const RmsNormInput* norm = nullptr) {
   const model::ModelConfig& c = *f.config;
-  return f.gemm->Run(f.workspace->h, w.gate_up, f.workspace->gate_up, n,
-                     2 * int64_t{c.intermediate_size}, c.hidden_size, 0.0f);
+  return NormedInputGemm(f, norm, w.gate_up, f.workspace->gate_up, n,
+                         2 * int64_t{c.intermediate_size}, c.hidden_size);
 }
 
 absl::Status DownProj(const GpuForward& f, const GpuLayerWeights& w,
@@ -165,11 +177,8 @@ absl::Status EnqueueLayer(const GpuForward& f, const StepShape& sh, int layer) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float sm_scale =
       static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
-  RADIXKV_RETURN_IF_ERROR(
-      KernelError(LaunchRmsNorm(ws.x, nullptr, w.input_norm, eps, n,
-                                c.hidden_size, ws.h, f.dtype, f.stream),
-                  "rmsnorm"));
-  RADIXKV_RETURN_IF_ERROR(QkvProj(f, w, n));
+  const RmsNormInput input_norm{ws.x, nullptr, w.input_norm, eps};
+  RADIXKV_RETURN_IF_ERROR(QkvProj(f, w, n, &input_norm));
   RADIXKV_RETURN_IF_ERROR(RopeAndCache(f, sh, layer, n));
   RADIXKV_RETURN_IF_ERROR(EnqueueAttention(f, sh, layer, sm_scale));
   if (w.o_bias != nullptr) {
@@ -177,11 +186,8 @@ absl::Status EnqueueLayer(const GpuForward& f, const StepShape& sh, int layer) {
         LaunchAddBias(ws.x, w.o_bias, n, c.hidden_size, f.stream), "o bias"));
   }
   RADIXKV_RETURN_IF_ERROR(OProj(f, w, n));
-  RADIXKV_RETURN_IF_ERROR(
-      KernelError(LaunchRmsNorm(ws.x, nullptr, w.post_norm, eps, n,
-                                c.hidden_size, ws.h, f.dtype, f.stream),
-                  "rmsnorm"));
-  RADIXKV_RETURN_IF_ERROR(GateUpProj(f, w, n));
+  const RmsNormInput post_norm{ws.x, nullptr, w.post_norm, eps};
+  RADIXKV_RETURN_IF_ERROR(GateUpProj(f, w, n, &post_norm));
   RADIXKV_RETURN_IF_ERROR(
       KernelError(LaunchSiluAndMul(ws.gate_up, n, c.intermediate_size, ws.act,
                                    f.dtype, f.stream),
@@ -195,13 +201,10 @@ absl::Status EnqueueLmHead(const GpuForward& f, const int32_t* row_index,
                            int32_t rows) {
   const model::ModelConfig& c = *f.config;
   const GpuWorkspace& ws = *f.workspace;
-  RADIXKV_RETURN_IF_ERROR(
-      KernelError(LaunchRmsNorm(ws.x, row_index, f.weights->final_norm,
-                                static_cast<float>(c.rms_norm_eps), rows,
-                                c.hidden_size, ws.rows, f.dtype, f.stream),
-                  "final norm"));
-  return f.gemm->Run(ws.rows, f.weights->lm_head, ws.logits, rows, c.vocab_size,
-                     c.hidden_size, 0.0f);
+  return f.gemm->RunNormed({ws.x, row_index, f.weights->final_norm,
+                            static_cast<float>(c.rms_norm_eps)},
+                           ws.rows, f.weights->lm_head, ws.logits, rows,
+                           c.vocab_size, c.hidden_size);
 }
 
 absl::Status EnqueueAttention(const GpuForward& f, const StepShape& sh,

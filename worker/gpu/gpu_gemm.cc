@@ -1,6 +1,7 @@
 #include "worker/gpu/gpu_gemm.h"
 
 #include "absl/strings/str_cat.h"
+#include "worker/gpu/gpu_status.h"
 #include "worker/gpu/model_kernels.h"
 
 namespace radixkv::worker::gpu {
@@ -38,7 +39,7 @@ absl::Status GpuGemm::Run(const void* a, const void* w, float* c, int64_t m,
     if (!tuned.ok()) return tuned.status();
     if (*tuned) return absl::OkStatus();
   }
-  if (m <= small_batch_max_rows_ && dtype_ != DType::kF32 && k % 8 == 0 &&
+  if (TakesStreamingKernel(m, k) &&
       LaunchSmallBatchGemm(a, w, c, static_cast<int32_t>(m),
                            static_cast<int32_t>(n), static_cast<int32_t>(k),
                            beta, dtype_, stream_) == 0) {
@@ -51,6 +52,29 @@ absl::Status GpuGemm::Run(const void* a, const void* w, float* c, int64_t m,
                                             " N=", n, " K=", k));
   }
   return absl::OkStatus();
+}
+
+bool GpuGemm::TakesStreamingKernel(int64_t m, int64_t k) const {
+  return m <= small_batch_max_rows_ && dtype_ != DType::kF32 && k % 8 == 0;
+}
+
+absl::Status GpuGemm::RunNormed(const RmsNormInput& in, void* normed,
+                                const void* w, float* c, int64_t m, int64_t n,
+                                int64_t k) const {
+  if (m == 0) return absl::OkStatus();
+  if (fuse_norm_ && !autotune_ && TakesStreamingKernel(m, k) &&
+      LaunchSmallBatchGemmRmsNorm(
+          in.x, in.row_index, in.weight, in.eps, w, c, static_cast<int32_t>(m),
+          static_cast<int32_t>(n), static_cast<int32_t>(k), 0.0f, dtype_,
+          stream_) == 0) {
+    return absl::OkStatus();
+  }
+  RADIXKV_RETURN_IF_ERROR(KernelError(
+      LaunchRmsNorm(in.x, in.row_index, in.weight, in.eps,
+                    static_cast<int32_t>(m), static_cast<int32_t>(k), normed,
+                    dtype_, stream_),
+      "rmsnorm"));
+  return Run(normed, w, c, m, n, k, 0.0f);
 }
 
 }  // namespace radixkv::worker::gpu

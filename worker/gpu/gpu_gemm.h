@@ -2,7 +2,10 @@
 // A[M, K] W[N, K]^T + beta C with A and W in the compute dtype and fp32
 // accumulation, on one stream. Decode-sized M (at most small_batch_max_rows,
 // 2-byte dtypes, K a multiple of 8) runs the weight-streaming kernel of
-// model_kernels.h, everything else the vendor GEMM of gpu_blas.h. With
+// model_kernels.h, everything else the vendor GEMM of gpu_blas.h; a GEMM
+// whose input is an RMSNorm (RunNormed) runs the norm in that kernel's
+// prologue at M <= kFusedNormMaxRows, so a decode step of one or two
+// sequences launches no RMSNorm kernel. With
 // autotune on, shapes GemmTuner tunes (decode buckets) run the fastest of
 // GemmEx, the streaming kernel and cuBLASLt's algorithms (gpu_gemm_tuner.h).
 #ifndef RADIXKV_WORKER_GPU_GPU_GEMM_H_
@@ -18,6 +21,16 @@
 #include "worker/numeric_types.h"
 
 namespace radixkv::worker::gpu {
+
+// The RMSNorm input of RunNormed: rows src(m) = row_index ? row_index[m] :
+// m of the fp32 residual x [*, k], scaled by weight (fp32 [k]) and eps as
+// LaunchRmsNorm does.
+struct RmsNormInput {
+  const float* x = nullptr;
+  const int32_t* row_index = nullptr;
+  const float* weight = nullptr;
+  float eps = 0.0f;
+};
 
 class GpuGemm {
  public:
@@ -39,6 +52,8 @@ class GpuGemm {
   void BindTuningScratch(float* scratch, size_t floats);
 
   void set_small_batch_max_rows(int32_t rows) { small_batch_max_rows_ = rows; }
+  // RunNormed fuses the norm where it can (default) or always launches it.
+  void set_fuse_norm(bool on) { fuse_norm_ = on; }
   // Per-shape tuned GEMMs (GemmTuner) on or off for later calls; the tuned
   // choices are kept.
   void set_autotune(bool on) { autotune_ = on; }
@@ -53,12 +68,24 @@ class GpuGemm {
   absl::Status Run(const void* a, const void* w, float* c, int64_t m, int64_t n,
                    int64_t k, float beta) const;
 
+  // C = RMSNorm(in) W^T (beta 0) for m rows: fused into the weight-streaming
+  // kernel when that kernel takes the shape (m <= small_batch_max_rows and
+  // kFusedNormMaxRows, 2-byte dtype, no autotuning); otherwise
+  // LaunchRmsNorm writes the rows to `normed` ([m, k] in the dtype) and Run
+  // follows. Same bits either way when the GEMM is the streaming kernel.
+  absl::Status RunNormed(const RmsNormInput& in, void* normed, const void* w,
+                         float* c, int64_t m, int64_t n, int64_t k) const;
+
  private:
+  // Whether Run sends (m, k) to the weight-streaming kernel.
+  bool TakesStreamingKernel(int64_t m, int64_t k) const;
+
   BlasHandle blas_ = nullptr;
   hipStream_t stream_ = nullptr;
   DType dtype_ = DType::kBF16;
   int32_t small_batch_max_rows_ = 0;
   bool autotune_ = false;
+  bool fuse_norm_ = true;
   // Tuning is a cache of timings: Run stays const for the forward's callers.
   mutable GemmTuner tuner_;
 };

@@ -18,10 +18,11 @@
 //     host, and at B = 64 the logprob overhead per decode step: the same
 //     device-sampled step with logprobs = 5 on every row vs without;
 //   - TTFT of a --ttft_prompt-token prompt cold and with a --ttft_prefix
-//     cached prefix;
+//     cached prefix, each against its GEMM-bound floor (FLOPs / peak);
 //   - optionally the CPU backend (fp32) for scale;
-//   - with --profile_batch, only one decode step inside the profiler range
-//     (tools/gpu/kernel_breakdown.py turns ncu's CSV into a table).
+//   - with --profile_batch, only one decode step inside the profiler range,
+//     with --profile_prefill one cold prefill (tools/gpu/kernel_breakdown.py
+//     turns ncu's CSV into a table).
 // Prints a table; every number is a median of repeated runs after warm-up.
 #include <algorithm>
 #include <chrono>
@@ -58,7 +59,13 @@ ABSL_FLAG(int, ab_rounds, 2,
 ABSL_FLAG(bool, serving, true,
           "Also time the serving step with device and host sampling.");
 ABSL_FLAG(bool, ttft, true, "Also time TTFT.");
+ABSL_FLAG(bool, fuse_rms_norm, true,
+          "GpuModelExecutorOptions::fuse_rms_norm (false: the A/B arm with "
+          "a separate RMSNorm kernel).");
 ABSL_FLAG(std::string, label, "", "Checkpoint label of the ROOFLINE rows.");
+ABSL_FLAG(int, profile_prefill, 0,
+          "> 0: only profile: after a warm-up, one cold prefill of this many "
+          "tokens inside the profiler range.");
 ABSL_FLAG(int, profile_batch, 0,
           "> 0: only profile: after warm-up, one graph-replayed greedy decode "
           "step of this batch size inside the profiler range "
@@ -442,9 +449,28 @@ void PrintTables(const std::vector<Row>& rows, int ctx, int32_t small_rows) {
   }
 }
 
+// GEMM-bound floor of a prefill of `computed` tokens after `cached` ones, in
+// seconds: every FLOP at the measured GEMM peak. FLOPs = 2 x computed x
+// (the layers' linear weights) + the LM head of one row + causal attention,
+// 4 D Hq per (query, key) pair: computed x cached + computed (computed + 1)
+// / 2 pairs per layer.
+double PrefillFloorSeconds(const model::ModelConfig& c, int cached,
+                           int computed, double gemm_tflops) {
+  const double h = c.hidden_size, d = c.head_dim, inter = c.intermediate_size;
+  const double hq = c.num_attention_heads, hkv = c.num_key_value_heads;
+  const double layer_weights =
+      h * (hq + 2 * hkv) * d + hq * d * h + 3 * inter * h;
+  const double pairs = double(computed) * cached +
+                       double(computed) * (computed + 1) / 2;
+  const double flops =
+      c.num_hidden_layers * (2.0 * computed * layer_weights + 4 * d * hq * pairs) +
+      2.0 * h * c.vocab_size;
+  return flops / (gemm_tflops * 1e12);
+}
+
 // TTFT: prompt of ttft_prompt tokens, cold, then with ttft_prefix cached;
-// the first run of each is a warm-up.
-void PrintTtft(GpuModelExecutor& e, int64_t base) {
+// the first run of each is a warm-up. Each against its GEMM-bound floor.
+void PrintTtft(GpuModelExecutor& e, int64_t base, double gemm_tflops) {
   const int ttft_prompt = absl::GetFlag(FLAGS_ttft_prompt);
   const int ttft_prefix = absl::GetFlag(FLAGS_ttft_prefix);
   std::vector<double> cold, warm;
@@ -456,6 +482,15 @@ void PrintTtft(GpuModelExecutor& e, int64_t base) {
   warm.erase(warm.begin());
   std::printf("TTFT %d-token prompt: cold %.1f ms; with %d cached: %.1f ms\n",
               ttft_prompt, Median(cold) * 1e3, ttft_prefix, Median(warm) * 1e3);
+  const double floor_cold =
+      PrefillFloorSeconds(e.config(), 0, ttft_prompt, gemm_tflops);
+  const double floor_warm = PrefillFloorSeconds(
+      e.config(), ttft_prefix, ttft_prompt - ttft_prefix, gemm_tflops);
+  std::printf(
+      "TTFT GEMM-bound floor (FLOPs / %.0f TFLOP/s): cold %.1f ms, floor / "
+      "TTFT %.2f; with %d cached %.2f ms, floor / TTFT %.2f\n",
+      gemm_tflops, floor_cold * 1e3, floor_cold / Median(cold), ttft_prefix,
+      floor_warm * 1e3, floor_warm / Median(warm));
 }
 
 int Main() {
@@ -489,6 +524,7 @@ int Main() {
   o.max_tokens_per_step = std::max(8192, ttft_prompt);
   o.max_batch_size = std::max(256, max_b);
   o.max_context_len = std::max(2 * ctx, ttft_prompt + 16);
+  o.fuse_rms_norm = absl::GetFlag(FLAGS_fuse_rms_norm);
   auto t0 = Clock::now();
   auto created = GpuModelExecutor::Create(o);
   Check(created.status(), "create");
@@ -521,6 +557,15 @@ int Main() {
   t0 = Clock::now();
   PrefillContexts(e, max_b, ctx, d.stride, o.max_tokens_per_step);
   std::printf("prefilled %d x %d tokens in %.2f s\n", max_b, ctx, Seconds(t0));
+  if (const int pp = absl::GetFlag(FLAGS_profile_prefill); pp > 0) {
+    const int64_t base = int64_t{max_b} * d.stride + 64;
+    std::printf("profile: prefill of %d tokens %.3f ms (unprofiled)\n", pp,
+                TimePrefill(e, base, 0, pp) * 1e3);
+    Check(gpu::StartProfilerRange(), "profiler");
+    TimePrefill(e, base, 0, pp);
+    Check(gpu::StopProfilerRange(), "profiler");
+    return 0;
+  }
   if (const int pb = absl::GetFlag(FLAGS_profile_batch); pb > 0) {
     ProfileOneStep(e, pb, d);
     return 0;
@@ -533,7 +578,9 @@ int Main() {
     cpu = MeasureCpu(dir, ctx, d.stride, c.vocab_size);
 
   PrintTables(rows, ctx, o.small_batch_gemm_max_rows);
-  if (absl::GetFlag(FLAGS_ttft)) PrintTtft(e, int64_t{max_b} * d.stride + 64);
+  if (absl::GetFlag(FLAGS_ttft)) {
+    PrintTtft(e, int64_t{max_b} * d.stride + 64, d.gemm_tflops);
+  }
   if (cpu.decode_ms > 0) {
     std::printf(
         "CPU backend (fp32, %d threads): B=1 decode step %.1f ms "

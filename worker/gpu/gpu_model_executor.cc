@@ -168,6 +168,7 @@ absl::Status GpuModelExecutor::Impl::Allocate(GpuModelExecutor& e) {
   gemm.BindTuningScratch(workspace.logits,
                          static_cast<size_t>(o.max_logit_rows) * c.vocab_size);
   gemm.set_autotune(o.gemm_autotune);
+  gemm.set_fuse_norm(o.fuse_rms_norm);
   absl::StatusOr<gpu::GpuKvPool> p =
       gpu::AllocateKvPool(o, c, e.tc_attention_, &memory, &e.workspace_bytes_);
   if (!p.ok()) return p.status();
@@ -249,6 +250,12 @@ void GpuModelExecutor::set_small_batch_gemm_max_rows(int32_t rows) {
   options_.small_batch_gemm_max_rows = std::clamp(rows, 0, 16);
   impl_->gemm.set_small_batch_max_rows(options_.small_batch_gemm_max_rows);
   // Captured graphs hold the previous choice: drop them.
+  impl_->graphs.Clear();
+}
+
+void GpuModelExecutor::set_fuse_rms_norm(bool on) {
+  options_.fuse_rms_norm = on;
+  impl_->gemm.set_fuse_norm(on);
   impl_->graphs.Clear();
 }
 

@@ -77,6 +77,11 @@ struct GpuModelExecutorOptions {
   // Default 2 from the H200 sweep in docs/perf.md (faster at 1-2 rows,
   // slower from 4: every weight chunk re-reads `rows` activation chunks).
   int32_t small_batch_gemm_max_rows = 2;
+  // The weight-streaming kernel of a GEMM whose input is an RMSNorm (QKV,
+  // gate/up, LM head) normalizes its rows itself (GpuGemm::RunNormed): no
+  // RMSNorm launch at those batch sizes, same bits. false = the separate
+  // kernel (benchmark A/B, tests).
+  bool fuse_rms_norm = true;
   // Per-shape GEMM autotuning (gpu_gemm_tuner.h): the first eager step of a
   // decode bucket times GemmEx, the weight-streaming kernel and cuBLASLt's
   // heuristic and split-K algorithms for each of its GEMM shapes and keeps
@@ -174,6 +179,8 @@ class GpuModelExecutor final : public ModelExecutor {
   // Changes small_batch_gemm_max_rows for later steps (benchmarks); drops
   // the captured graphs.
   void set_small_batch_gemm_max_rows(int32_t rows);
+  // Changes fuse_rms_norm for later steps; drops the captured graphs.
+  void set_fuse_rms_norm(bool on);
   // Turns GEMM autotuning on or off for later steps (benchmarks: both arms
   // in one process); drops the captured graphs, keeps the tuned choices.
   void set_gemm_autotune(bool on);

@@ -1069,5 +1069,60 @@ TEST(GpuExecutor, GemmAutotuneMatchesDefaultGemm) {
   EXPECT_LE(rel_f32, 3e-2);
 }
 
+// The RMSNorm fused into the weight-streaming GEMM's prologue (QKV,
+// gate/up, LM head with its row index) gives the same bits as the separate
+// RMSNorm kernel followed by the same GEMM: one and two rows (the default
+// small_batch_gemm_max_rows), graphs and eager, bf16 and fp16.
+TEST(GpuExecutor, FusedRmsNormGemmEqualsSeparateKernels) {
+  const char* dir = std::getenv("RADIXKV_TC_MODEL_DIR");
+  ASSERT_NE(dir, nullptr) << "set RADIXKV_TC_MODEL_DIR";
+  const uint32_t seed = std::random_device{}();
+  std::printf("FusedRmsNorm seed=%u\n", seed);
+  std::mt19937 rng(seed);
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (bool graphs : {true, false}) {
+      auto fused = MakeGpu(dir, dtype, graphs);
+      auto separate = MakeGpu(dir, dtype, graphs);
+      ASSERT_NE(fused, nullptr);
+      ASSERT_NE(separate, nullptr);
+      separate->set_fuse_rms_norm(false);
+      const int32_t V = fused->config().vocab_size;
+      for (int seqs : {1, 2}) {
+        std::vector<std::vector<int32_t>> prompts(seqs,
+                                                  std::vector<int32_t>(24));
+        for (auto& p : prompts) {
+          for (auto& t : p) t = 3 + rng() % (V - 3);
+        }
+        // A prefill of `seqs` rows of logits (the LM head through the row
+        // index), then decode steps of `seqs` rows (every fused GEMM).
+        std::vector<float> lf, ls;
+        ASSERT_TRUE(fused->Forward(PrefillBatch(prompts), &lf).ok());
+        ASSERT_TRUE(separate->Forward(PrefillBatch(prompts), &ls).ok());
+        ASSERT_EQ(lf, ls) << "prefill, " << seqs << " sequences";
+        for (int step = 0; step < 3; ++step) {
+          ForwardBatch d;
+          d.is_decode = true;
+          d.qo_indptr = {0};
+          d.kv_indptr = {0};
+          for (int s = 0; s < seqs; ++s) {
+            const int pos = 24 + step;
+            d.input_ids.push_back(3 + rng() % (V - 3));
+            d.positions.push_back(pos);
+            d.out_cache_loc.push_back(s * 256 + pos);
+            for (int i = 0; i <= pos; ++i) d.kv_indices.push_back(s * 256 + i);
+            d.qo_indptr.push_back(s + 1);
+            d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
+          }
+          ASSERT_TRUE(fused->Forward(d, &lf).ok());
+          ASSERT_TRUE(separate->Forward(d, &ls).ok());
+          for (float v : lf) ASSERT_TRUE(std::isfinite(v));
+          ASSERT_EQ(lf, ls) << "decode step " << step << ", " << seqs
+                            << " sequences, graphs " << graphs;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace radixkv::worker

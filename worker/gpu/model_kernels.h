@@ -87,6 +87,25 @@ int LaunchSmallBatchGemm(const void* a, const void* w, float* c, int32_t rows,
                          int32_t n, int32_t k, float beta, DType dtype,
                          void* stream);
 
+// Rows and bytes (rows x k x 2) of normalized activations the fused kernel
+// below keeps in shared memory.
+inline constexpr int32_t kFusedNormMaxRows = 4;
+inline constexpr size_t kFusedNormMaxBytes = 48 * 1024;
+
+// LaunchRmsNorm followed by LaunchSmallBatchGemm in one kernel:
+// c[m, :] = RMSNorm(x[src(m), :]) w^T + beta c[m, :], src(m) = row_index ?
+// row_index[m] : m, for m < rows. Each block normalizes the rows into shared
+// memory (same arithmetic and reduction order as LaunchRmsNorm, so the same
+// bits as the two kernels) and streams w. x: fp32 [*, k]; norm_weight fp32
+// [k]; w: [n, k] of `dtype` (kBF16 or kF16), 16-byte aligned; c fp32 [rows,
+// n]. hipErrorInvalidValue for rows > kFusedNormMaxRows, rows x k x 2 >
+// kFusedNormMaxBytes, k not a multiple of 8 or an fp32 dtype.
+int LaunchSmallBatchGemmRmsNorm(const float* x, const int32_t* row_index,
+                                const float* norm_weight, float eps,
+                                const void* w, float* c, int32_t rows,
+                                int32_t n, int32_t k, float beta, DType dtype,
+                                void* stream);
+
 // x[t, :] += bias (fp32 [hidden]) for t < num_tokens; x fp32.
 int LaunchAddBias(float* x, const float* bias, int32_t num_tokens,
                   int32_t hidden, void* stream);

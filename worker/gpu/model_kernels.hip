@@ -131,19 +131,33 @@ __global__ void EmbeddingGatherKernel(const typename Elem<kW>::T* embed,
   }
 }
 
+// Threads of an RMSNorm row: the standalone kernel and the GEMM prologue of
+// SmallBatchGemmKernel<..., kNorm = true> both reduce a row with this many
+// threads in the same order, so that the fused and unfused paths give the
+// same bits.
+constexpr int kGemvWarps = 8;
+constexpr int kNormThreads = kGemvWarps * kWarpSize;
+
+// rsqrt(mean(xr[0, hidden)^2) + eps), valid in every thread of a block of
+// kNormThreads threads; `scratch` holds >= 32 floats.
+__device__ __forceinline__ float RowInvRms(const float* xr, int32_t hidden,
+                                           float eps, float* scratch) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < hidden; i += kNormThreads) ss += xr[i] * xr[i];
+  ss = BlockReduceSum(ss, scratch);
+  return rsqrtf(ss / static_cast<float>(hidden) + eps);
+}
+
 template <DType kA>
-__global__ void RmsNormKernel(const float* x, const int32_t* row_index,
-                              const float* w, float eps, int32_t hidden,
-                              typename Elem<kA>::T* y) {
+__global__ void __launch_bounds__(kNormThreads)
+    RmsNormKernel(const float* x, const int32_t* row_index, const float* w,
+                  float eps, int32_t hidden, typename Elem<kA>::T* y) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const int64_t src = row_index != nullptr ? row_index[r] : r;
   const float* xr = x + src * hidden;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) ss += xr[i] * xr[i];
-  ss = BlockReduceSum(ss, scratch);
-  const float inv_rms = rsqrtf(ss / static_cast<float>(hidden) + eps);
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+  const float inv_rms = RowInvRms(xr, hidden, eps, scratch);
+  for (int i = threadIdx.x; i < hidden; i += kNormThreads) {
     Elem<kA>::Store(y, r * hidden + i, w[i] * (xr[i] * inv_rms));
   }
 }
@@ -373,71 +387,139 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
   }
 }
 
-constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 4;
 
-template <DType kDType, int kM>
+// The RMSNorm of the fused GEMM prologue (LaunchSmallBatchGemmRmsNorm).
+struct GemvNorm {
+  const float* x = nullptr;
+  const int32_t* row_index = nullptr;
+  const float* weight = nullptr;
+  float eps = 0.0f;
+};
+
+// With kNorm, the block first writes the kM normalized rows of `norm` into
+// shared memory in the dtype, exactly as RmsNormKernel writes them to global
+// memory, and reads `a` from there; it then loops over column groups (the
+// grid is capped so that the prologue runs about once per resident block).
+template <DType kDType, int kM, bool kNorm>
 __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     SmallBatchGemmKernel(const uint4* a, const uint4* w, float* c, int32_t n,
-                         int32_t k8, float beta) {
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = LaneId();
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  if (col >= n) return;
-  const uint4* wr = w + col * k8;
-  float acc[kM];
-#pragma unroll
-  for (int m = 0; m < kM; ++m) acc[m] = 0.0f;
-  for (int32_t base = lane; base < k8; base += kWarpSize * kGemvUnroll) {
-    uint4 wv[kGemvUnroll];
-#pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int32_t i = base + u * kWarpSize;
-      wv[u] = i < k8 ? wr[i] : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int32_t i = base + u * kWarpSize;
-      if (i >= k8) break;
-      float wf[8];
-      Unpack8<kDType>(wv[u], wf);
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-        float af[8];
-        Unpack8<kDType>(a[static_cast<int64_t>(m) * k8 + i], af);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[m] += af[j] * wf[j];
+                         int32_t k8, float beta, GemvNorm norm) {
+  extern __shared__ uint4 normed[];
+  if constexpr (kNorm) {
+    __shared__ float scratch[32];
+    using T = typename Elem<kDType>::T;
+    T* out = reinterpret_cast<T*>(normed);
+    const int32_t k = k8 * 8;
+    for (int m = 0; m < kM; ++m) {
+      const int64_t src = norm.row_index != nullptr ? norm.row_index[m] : m;
+      const float* xr = norm.x + src * k;
+      const float inv_rms = RowInvRms(xr, k, norm.eps, scratch);
+      for (int i = threadIdx.x; i < k; i += kNormThreads) {
+        Elem<kDType>::Store(out, int64_t{m} * k + i,
+                            norm.weight[i] * (xr[i] * inv_rms));
       }
     }
+    __syncthreads();
+    a = normed;
   }
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = LaneId();
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+       col < n; col += static_cast<int64_t>(gridDim.x) * kGemvWarps) {
+    const uint4* wr = w + col * k8;
+    float acc[kM];
 #pragma unroll
-  for (int m = 0; m < kM; ++m) {
-    const float s = WarpReduceSum(acc[m]);
-    if (lane == 0) {
-      float* out = c + static_cast<int64_t>(m) * n + col;
-      *out = beta != 0.0f ? s + beta * *out : s;
+    for (int m = 0; m < kM; ++m) acc[m] = 0.0f;
+    for (int32_t base = lane; base < k8; base += kWarpSize * kGemvUnroll) {
+      uint4 wv[kGemvUnroll];
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        const int32_t i = base + u * kWarpSize;
+        wv[u] = i < k8 ? wr[i] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        const int32_t i = base + u * kWarpSize;
+        if (i >= k8) break;
+        float wf[8];
+        Unpack8<kDType>(wv[u], wf);
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          float af[8];
+          Unpack8<kDType>(a[static_cast<int64_t>(m) * k8 + i], af);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[m] += af[j] * wf[j];
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      const float s = WarpReduceSum(acc[m]);
+      if (lane == 0) {
+        float* o = c + static_cast<int64_t>(m) * n + col;
+        *o = beta != 0.0f ? s + beta * *o : s;
+      }
     }
   }
 }
 
 constexpr int kRowThreads = 1024;
 
+// One logit of a row argmax: v at index i; NaNs never win and are flagged.
+__device__ __forceinline__ void ArgmaxVisit(float v, int32_t i, float& best,
+                                            int32_t& best_i, bool& saw_nan) {
+  saw_nan = saw_nan || v != v;
+  if ((v > best || best_i < 0) && !(v != v)) {
+    best = v;
+    best_i = i;
+  }
+}
+
+// Loads of a row argmax each thread keeps in flight: the row (0.5 MB at a
+// 128K vocabulary) is read by one block, so the loop is bound by load
+// latency, not bandwidth (docs/kernel-notes.md "Decode step, kernel by
+// kernel").
+constexpr int kArgmaxLoads = 4;
+
 // Argmax of row[0, vocab) over the block (lowest index on ties) into `best`
 // and `best_i`, valid in every thread; or, when the row holds a NaN, true
 // in every thread and no argmax. sv / si: kRowThreads shared-memory slots.
+// A 16-byte aligned row is read as float4s, kArgmaxLoads per thread per
+// round; each thread visits its indices in increasing order, so its first
+// maximum is its lowest index and BlockArgmax breaks ties between threads.
 __device__ __forceinline__ bool RowArgmaxOrNan(const float* row, int32_t vocab,
                                                float* sv, int32_t* si,
                                                float& best, int32_t& best_i) {
   best = -INFINITY;
   best_i = -1;
   bool saw_nan = false;
-  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float v = row[i];
-    saw_nan = saw_nan || v != v;
-    if ((v > best || best_i < 0) && !(v != v)) {
-      best = v;
-      best_i = i;
+  int32_t scalar_from = 0;
+  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    const int32_t n4 = vocab / 4;
+    const int32_t stride = blockDim.x * kArgmaxLoads;
+    for (int32_t base = threadIdx.x; base < n4; base += stride) {
+      float4 v[kArgmaxLoads];
+#pragma unroll
+      for (int u = 0; u < kArgmaxLoads; ++u) {
+        const int32_t i = base + u * blockDim.x;
+        if (i < n4) v[u] = row4[i];
+      }
+#pragma unroll
+      for (int u = 0; u < kArgmaxLoads; ++u) {
+        const int32_t i = base + u * blockDim.x;
+        if (i >= n4) break;
+        ArgmaxVisit(v[u].x, 4 * i, best, best_i, saw_nan);
+        ArgmaxVisit(v[u].y, 4 * i + 1, best, best_i, saw_nan);
+        ArgmaxVisit(v[u].z, 4 * i + 2, best, best_i, saw_nan);
+        ArgmaxVisit(v[u].w, 4 * i + 3, best, best_i, saw_nan);
+      }
     }
+    scalar_from = 4 * n4;
+  }
+  for (int32_t i = scalar_from + threadIdx.x; i < vocab; i += blockDim.x) {
+    ArgmaxVisit(row[i], i, best, best_i, saw_nan);
   }
   // Also a barrier for BlockArgmax's first shared-memory write.
   if (__syncthreads_or(saw_nan)) return true;
@@ -673,9 +755,8 @@ int LaunchRmsNorm(const float* x, const int32_t* row_index, const float* w,
                   float eps, int32_t rows, int32_t hidden, void* y, DType act,
                   void* stream) {
   if (rows == 0) return 0;
-  const int threads = hidden >= 4096 ? 1024 : (hidden >= 1024 ? 512 : 128);
   return DispatchDType(act, [&]<DType kA>() {
-    hipLaunchKernelGGL(RmsNormKernel<kA>, dim3(rows), dim3(threads), 0,
+    hipLaunchKernelGGL(RmsNormKernel<kA>, dim3(rows), dim3(kNormThreads), 0,
                        static_cast<hipStream_t>(stream), x, row_index, w, eps,
                        hidden, static_cast<typename Elem<kA>::T*>(y));
     return LastError();
@@ -753,49 +834,78 @@ int LaunchCopyPage(void* const* layer_k, void* const* layer_v,
   return LastError();
 }
 
+namespace {
+
+// Launches SmallBatchGemmKernel<kD, rows, kNorm> for rows in [kM, kMaxM].
+template <DType kD, bool kNorm, int kMaxM, int kM = 1>
+int LaunchGemvRows(int32_t rows, dim3 grid, size_t smem, hipStream_t s,
+                   const uint4* a, const uint4* w, float* c, int32_t n,
+                   int32_t k8, float beta, const GemvNorm& norm) {
+  if constexpr (kM > kMaxM) {
+    return static_cast<int>(hipErrorInvalidValue);
+  } else {
+    if (rows != kM) {
+      return LaunchGemvRows<kD, kNorm, kMaxM, kM + 1>(rows, grid, smem, s, a,
+                                                      w, c, n, k8, beta, norm);
+    }
+    hipLaunchKernelGGL((SmallBatchGemmKernel<kD, kM, kNorm>), grid,
+                       dim3(kGemvWarps * kWarpSize), smem, s, a, w, c, n, k8,
+                       beta, norm);
+    return LastError();
+  }
+}
+
+template <bool kNorm, int kMaxM>
+int LaunchGemv(DType dtype, int32_t rows, dim3 grid, size_t smem,
+               void* stream, const void* a, const void* w, float* c,
+               int32_t n, int32_t k, float beta, const GemvNorm& norm) {
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  const uint4* a4 = static_cast<const uint4*>(a);
+  const uint4* w4 = static_cast<const uint4*>(w);
+  return dtype == DType::kBF16
+             ? LaunchGemvRows<DType::kBF16, kNorm, kMaxM>(
+                   rows, grid, smem, s, a4, w4, c, n, k / 8, beta, norm)
+             : LaunchGemvRows<DType::kF16, kNorm, kMaxM>(
+                   rows, grid, smem, s, a4, w4, c, n, k / 8, beta, norm);
+}
+
+bool Aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+}  // namespace
+
 int LaunchSmallBatchGemm(const void* a, const void* w, float* c, int32_t rows,
                          int32_t n, int32_t k, float beta, DType dtype,
                          void* stream) {
   if (rows < 1 || rows > 16 || k % 8 != 0 || dtype == DType::kF32 ||
-      (reinterpret_cast<uintptr_t>(a) & 15) != 0 ||
-      (reinterpret_cast<uintptr_t>(w) & 15) != 0) {
+      !Aligned16(a) || !Aligned16(w)) {
     return static_cast<int>(hipErrorInvalidValue);
   }
   if (n == 0) return 0;
   const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
-  const dim3 block(kGemvWarps * kWarpSize);
-  const uint4* a4 = static_cast<const uint4*>(a);
-  const uint4* w4 = static_cast<const uint4*>(w);
-  hipStream_t s = static_cast<hipStream_t>(stream);
-  auto launch = [&]<DType kD>() {
-    switch (rows) {
-#define RADIXKV_GEMV_CASE(M)                                                 \
-  case M:                                                                    \
-    hipLaunchKernelGGL((SmallBatchGemmKernel<kD, M>), grid, block, 0, s, a4, \
-                       w4, c, n, k / 8, beta);                               \
-    break;
-      RADIXKV_GEMV_CASE(1)
-      RADIXKV_GEMV_CASE(2)
-      RADIXKV_GEMV_CASE(3)
-      RADIXKV_GEMV_CASE(4)
-      RADIXKV_GEMV_CASE(5)
-      RADIXKV_GEMV_CASE(6)
-      RADIXKV_GEMV_CASE(7)
-      RADIXKV_GEMV_CASE(8)
-      RADIXKV_GEMV_CASE(9)
-      RADIXKV_GEMV_CASE(10)
-      RADIXKV_GEMV_CASE(11)
-      RADIXKV_GEMV_CASE(12)
-      RADIXKV_GEMV_CASE(13)
-      RADIXKV_GEMV_CASE(14)
-      RADIXKV_GEMV_CASE(15)
-      RADIXKV_GEMV_CASE(16)
-#undef RADIXKV_GEMV_CASE
-    }
-    return LastError();
-  };
-  return dtype == DType::kBF16 ? launch.template operator()<DType::kBF16>()
-                               : launch.template operator()<DType::kF16>();
+  return LaunchGemv<false, 16>(dtype, rows, grid, 0, stream, a, w, c, n, k,
+                               beta, GemvNorm{});
+}
+
+int LaunchSmallBatchGemmRmsNorm(const float* x, const int32_t* row_index,
+                                const float* norm_weight, float eps,
+                                const void* w, float* c, int32_t rows,
+                                int32_t n, int32_t k, float beta, DType dtype,
+                                void* stream) {
+  const size_t smem = static_cast<size_t>(rows) * k * 2;
+  if (rows < 1 || rows > kFusedNormMaxRows || k % 8 != 0 ||
+      dtype == DType::kF32 || smem > kFusedNormMaxBytes || !Aligned16(w)) {
+    return static_cast<int>(hipErrorInvalidValue);
+  }
+  if (n == 0) return 0;
+  // At most ~8 resident blocks per SM of a 132-SM H200: each block
+  // normalizes its rows once, then streams several column groups.
+  constexpr int32_t kMaxBlocks = 1024;
+  const dim3 grid(std::min((n + kGemvWarps - 1) / kGemvWarps, kMaxBlocks));
+  return LaunchGemv<true, kFusedNormMaxRows>(
+      dtype, rows, grid, smem, stream, nullptr, w, c, n, k, beta,
+      GemvNorm{x, row_index, norm_weight, eps});
 }
 
 int LaunchArgmax(const float* logits, int32_t rows, int32_t vocab,
