@@ -14,7 +14,8 @@
 #   tools/gpu/profile_step.sh [RUN_DIR]        (default .gpu-run)
 # Environment: PROFILE_MODELS (default small,8b), PROFILE_BATCHES (default
 # 1,64), PROFILE_PREFILL (prompt lengths, default none: each one cold
-# prefill, --profile_prefill), PROFILE_CONTEXT (default 1024),
+# prefill, --profile_prefill), PROFILE_CONTEXT (default 1024), PROFILE_ARGS
+# (more gpu_model_benchmark flags, e.g. --fuse_rms_norm=false),
 # PROFILE_BUDGET_S (default 500). Logs under $OUT (or /tmp/profile): per
 # case <model>-B<b>.txt or <model>-P<tokens>.txt (benchmark line + table)
 # and the CSVs in csv.tgz; summary.txt last.
@@ -45,7 +46,7 @@ for m in ${MODELS//,/ }; do
   for case in "${CASES[@]}"; do
     out="${LOG}/${m}-${case}.txt"
     csv="${W}/${m}-${case}.csv"
-    args=(--model_dir="${DIR[$m]}" --context="${CTX}" --cpu=false)
+    args=(--model_dir="${DIR[$m]}" --context="${CTX}" --cpu=false ${PROFILE_ARGS:-})
     if [[ "${case}" == B* ]]; then
       args+=(--batches="${case#B}" --profile_batch="${case#B}")
     else
