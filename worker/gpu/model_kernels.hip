@@ -448,15 +448,37 @@ struct GemvNorm {
   float eps = 0.0f;
 };
 
-// With kNorm, the block first writes the kM normalized rows of `norm` into
+// Lane `lane`'s kGemvUnroll 16-byte loads of weight row `col` from chunk
+// offset `base` (zeros past the row or past n).
+__device__ __forceinline__ void LoadWeightChunk(const uint4* w, int64_t col,
+                                                int32_t base, int32_t n,
+                                                int32_t k8, uint4* wv) {
+#pragma unroll
+  for (int u = 0; u < kGemvUnroll; ++u) {
+    const int32_t i = base + u * kWarpSize;
+    wv[u] = col < n && i < k8 ? w[col * k8 + i] : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Each warp streams its weight rows one chunk ahead (registers double
+// buffered: chunk i + 1 is in flight while chunk i is multiplied). With
+// kNorm, the block first writes the kM normalized rows of `norm` into
 // shared memory in the dtype, exactly as RmsNormKernel writes them to global
-// memory, and reads `a` from there; it then loops over column groups (the
-// grid is capped so that the prologue runs about once per resident block).
+// memory, and reads `a` from there, with the first weight chunk already in
+// flight; it loops over column groups (the grid is capped so that the
+// prologue runs about once per resident block).
 template <DType kDType, int kM, bool kNorm>
 __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     SmallBatchGemmKernel(const uint4* a, const uint4* w, float* c, int32_t n,
                          int32_t k8, float beta, GemvNorm norm) {
   extern __shared__ uint4 normed[];
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = LaneId();
+  const int64_t col_stride = static_cast<int64_t>(gridDim.x) * kGemvWarps;
+  constexpr int32_t kChunk = kWarpSize * kGemvUnroll;
+  int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  uint4 next[kGemvUnroll];
+  LoadWeightChunk(w, col, lane, n, k8, next);
   if constexpr (kNorm) {
     __shared__ float scratch[32];
     using T = typename Elem<kDType>::T;
@@ -472,20 +494,18 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     __syncthreads();
     a = normed;
   }
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = LaneId();
-  for (int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-       col < n; col += static_cast<int64_t>(gridDim.x) * kGemvWarps) {
-    const uint4* wr = w + col * k8;
+  for (; col < n; col += col_stride) {
     float acc[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m) acc[m] = 0.0f;
-    for (int32_t base = lane; base < k8; base += kWarpSize * kGemvUnroll) {
+    for (int32_t base = lane; base < k8; base += kChunk) {
       uint4 wv[kGemvUnroll];
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u) {
-        const int32_t i = base + u * kWarpSize;
-        wv[u] = i < k8 ? wr[i] : make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < kGemvUnroll; ++u) wv[u] = next[u];
+      if (base + kChunk < k8) {
+        LoadWeightChunk(w, col, base + kChunk, n, k8, next);
+      } else {
+        LoadWeightChunk(w, col + col_stride, lane, n, k8, next);
       }
 #pragma unroll
       for (int u = 0; u < kGemvUnroll; ++u) {
