@@ -311,17 +311,42 @@ __global__ void AddBiasKernel(float* x, const float* bias, int32_t hidden) {
   }
 }
 
+// Thread x of block (bx, by) handles elements [4 j, 4 j + 4) of tokens by,
+// by + gridDim.y, ... with j = bx blockDim.x + x: float4 loads where the
+// rows allow (inter a multiple of 4, gu 16-byte aligned), no 64-bit
+// division per element (at 4,096 prompt tokens of the 8B shape this kernel
+// moves 0.6 GB; the per-element token index once bound it at 40% of copy
+// bandwidth).
 template <DType kA>
 __global__ void SiluAndMulKernel(const float* gu, int32_t num_tokens,
                                  int32_t inter, typename Elem<kA>::T* out) {
-  const int64_t total = static_cast<int64_t>(num_tokens) * inter;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       e < total; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = e / inter;
-    const int64_t i = e - t * inter;
-    const float g = gu[t * 2 * inter + i];
-    const float u = gu[t * 2 * inter + inter + i];
-    Elem<kA>::Store(out, e, g / (1.0f + expf(-g)) * u);
+  const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * j >= inter) return;
+  const bool vec = inter % 4 == 0 && (reinterpret_cast<uintptr_t>(gu) & 15) == 0;
+  for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
+    const float* g = gu + t * 2 * inter;
+    const float* u = g + inter;
+    const int64_t o = t * inter + 4 * j;
+    float gv[4], uv[4];
+    if (vec) {
+      const float4 g4 = reinterpret_cast<const float4*>(g)[j];
+      const float4 u4 = reinterpret_cast<const float4*>(u)[j];
+      gv[0] = g4.x, gv[1] = g4.y, gv[2] = g4.z, gv[3] = g4.w;
+      uv[0] = u4.x, uv[1] = u4.y, uv[2] = u4.z, uv[3] = u4.w;
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const bool in = 4 * j + q < inter;
+        gv[q] = in ? g[4 * j + q] : 0.0f;
+        uv[q] = in ? u[4 * j + q] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (4 * j + q < inter) {
+        Elem<kA>::Store(out, o + q, gv[q] / (1.0f + expf(-gv[q])) * uv[q]);
+      }
+    }
   }
 }
 
@@ -861,12 +886,12 @@ int LaunchAddBias(float* x, const float* bias, int32_t num_tokens,
 
 int LaunchSiluAndMul(const float* gate_up, int32_t num_tokens, int32_t inter,
                      void* out, DType act, void* stream) {
-  if (num_tokens == 0) return 0;
-  const int64_t total = static_cast<int64_t>(num_tokens) * inter;
-  const int blocks = static_cast<int>(
-      (total + 255) / 256 < 65536 ? (total + 255) / 256 : 65536);
+  if (num_tokens == 0 || inter == 0) return 0;
+  constexpr int kThreads = 256;
+  const dim3 grid((inter + 4 * kThreads - 1) / (4 * kThreads),
+                  std::min(num_tokens, 65535));
   return DispatchDType(act, [&]<DType kA>() {
-    hipLaunchKernelGGL(SiluAndMulKernel<kA>, dim3(blocks), dim3(256), 0,
+    hipLaunchKernelGGL(SiluAndMulKernel<kA>, grid, dim3(kThreads), 0,
                        static_cast<hipStream_t>(stream), gate_up, num_tokens,
                        inter, static_cast<typename Elem<kA>::T*>(out));
     return LastError();
