@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,26 @@ inline ForwardBatch PrefillBatch(
     b.qo_indptr.push_back(static_cast<int32_t>(b.input_ids.size()));
   }
   return b;
+}
+
+// One decode step after PrefillBatch's layout: sequence s < seqs gets a
+// random token in [3, vocab) at position `pos`, its KV slot 256 s + pos,
+// and attends slots [256 s, 256 s + pos].
+inline ForwardBatch DecodeStepBatch(int seqs, int pos, int32_t vocab,
+                                    std::mt19937& rng) {
+  ForwardBatch d;
+  d.is_decode = true;
+  d.qo_indptr = {0};
+  d.kv_indptr = {0};
+  for (int s = 0; s < seqs; ++s) {
+    d.input_ids.push_back(3 + rng() % (vocab - 3));
+    d.positions.push_back(pos);
+    d.out_cache_loc.push_back(s * 256 + pos);
+    for (int i = 0; i <= pos; ++i) d.kv_indices.push_back(s * 256 + i);
+    d.qo_indptr.push_back(s + 1);
+    d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
+  }
+  return d;
 }
 
 }  // namespace radixkv::worker::gpu_test

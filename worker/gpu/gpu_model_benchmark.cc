@@ -557,12 +557,13 @@ int Main() {
   t0 = Clock::now();
   PrefillContexts(e, max_b, ctx, d.stride, o.max_tokens_per_step);
   std::printf("prefilled %d x %d tokens in %.2f s\n", max_b, ctx, Seconds(t0));
+  // Slots of the TTFT and profiled prefills: past the decode contexts.
+  const int64_t prefill_base = int64_t{max_b} * d.stride + 64;
   if (const int pp = absl::GetFlag(FLAGS_profile_prefill); pp > 0) {
-    const int64_t base = int64_t{max_b} * d.stride + 64;
     std::printf("profile: prefill of %d tokens %.3f ms (unprofiled)\n", pp,
-                TimePrefill(e, base, 0, pp) * 1e3);
+                TimePrefill(e, prefill_base, 0, pp) * 1e3);
     Check(gpu::StartProfilerRange(), "profiler");
-    TimePrefill(e, base, 0, pp);
+    TimePrefill(e, prefill_base, 0, pp);
     Check(gpu::StopProfilerRange(), "profiler");
     return 0;
   }
@@ -579,7 +580,7 @@ int Main() {
 
   PrintTables(rows, ctx, o.small_batch_gemm_max_rows);
   if (absl::GetFlag(FLAGS_ttft)) {
-    PrintTtft(e, int64_t{max_b} * d.stride + 64, d.gemm_tflops);
+    PrintTtft(e, prefill_base, d.gemm_tflops);
   }
   if (cpu.decode_ms > 0) {
     std::printf(

@@ -51,6 +51,7 @@ using Json = nlohmann::json;
 using testing::PrefillAllLogits;
 constexpr int kVocab = testing::kGoldenVocab;
 
+using gpu_test::DecodeStepBatch;
 using gpu_test::MakeCpu;
 using gpu_test::MakeGpu;
 using gpu_test::MaxAbs;
@@ -1045,20 +1046,7 @@ TEST(GpuExecutor, GemmAutotuneMatchesDefaultGemm) {
   };
   compare(PrefillBatch(prompts));
   for (int step = 0; step < 4; ++step) {
-    ForwardBatch d;
-    d.is_decode = true;
-    d.qo_indptr = {0};
-    d.kv_indptr = {0};
-    for (int s = 0; s < kSeqs; ++s) {
-      const int pos = kLen + step;
-      d.input_ids.push_back(3 + rng() % (V - 3));
-      d.positions.push_back(pos);
-      d.out_cache_loc.push_back(s * 256 + pos);
-      for (int i = 0; i <= pos; ++i) d.kv_indices.push_back(s * 256 + i);
-      d.qo_indptr.push_back(s + 1);
-      d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
-    }
-    compare(d);
+    compare(DecodeStepBatch(kSeqs, kLen + step, V, rng));
   }
   std::printf("GEMM autotune vs default (bf16): rel_l2 %.3g; vs fp32: %.3g\n",
               rel_base, rel_f32);
@@ -1100,19 +1088,7 @@ TEST(GpuExecutor, FusedRmsNormGemmEqualsSeparateKernels) {
         ASSERT_TRUE(separate->Forward(PrefillBatch(prompts), &ls).ok());
         ASSERT_EQ(lf, ls) << "prefill, " << seqs << " sequences";
         for (int step = 0; step < 3; ++step) {
-          ForwardBatch d;
-          d.is_decode = true;
-          d.qo_indptr = {0};
-          d.kv_indptr = {0};
-          for (int s = 0; s < seqs; ++s) {
-            const int pos = 24 + step;
-            d.input_ids.push_back(3 + rng() % (V - 3));
-            d.positions.push_back(pos);
-            d.out_cache_loc.push_back(s * 256 + pos);
-            for (int i = 0; i <= pos; ++i) d.kv_indices.push_back(s * 256 + i);
-            d.qo_indptr.push_back(s + 1);
-            d.kv_indptr.push_back(static_cast<int32_t>(d.kv_indices.size()));
-          }
+          const ForwardBatch d = DecodeStepBatch(seqs, 24 + step, V, rng);
           ASSERT_TRUE(fused->Forward(d, &lf).ok());
           ASSERT_TRUE(separate->Forward(d, &ls).ok());
           for (float v : lf) ASSERT_TRUE(std::isfinite(v));

@@ -13,6 +13,11 @@
 namespace radixkv::worker::gpu {
 namespace {
 
+// Whether p may be read as 16-byte vectors (float4 / uint4).
+__host__ __device__ __forceinline__ bool Aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
 // ------------------------------------------------------------ element access
 
 template <DType kDType>
@@ -144,7 +149,7 @@ constexpr int kNormThreads = kGemvWarps * kWarpSize;
 constexpr int kNormLoads = 4;
 
 __device__ __forceinline__ bool Float4Row(const float* p, int32_t n) {
-  return n % 4 == 0 && (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+  return n % 4 == 0 && Aligned16(p);
 }
 
 // rsqrt(mean(xr[0, hidden)^2) + eps), valid in every thread of a block of
@@ -322,7 +327,7 @@ __global__ void SiluAndMulKernel(const float* gu, int32_t num_tokens,
                                  int32_t inter, typename Elem<kA>::T* out) {
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (4 * j >= inter) return;
-  const bool vec = inter % 4 == 0 && (reinterpret_cast<uintptr_t>(gu) & 15) == 0;
+  const bool vec = inter % 4 == 0 && Aligned16(gu);
   for (int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
     const float* g = gu + t * 2 * inter;
     const float* u = g + inter;
@@ -589,7 +594,7 @@ __device__ __forceinline__ bool RowArgmaxOrNan(const float* row, int32_t vocab,
   best_i = -1;
   bool saw_nan = false;
   int32_t scalar_from = 0;
-  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+  if (Aligned16(row)) {
     const float4* row4 = reinterpret_cast<const float4*>(row);
     const int32_t n4 = vocab / 4;
     const int32_t stride = blockDim.x * kArgmaxLoads;
@@ -961,10 +966,6 @@ int LaunchGemv(DType dtype, int32_t rows, dim3 grid, size_t smem,
                    rows, grid, smem, s, a4, w4, c, n, k / 8, beta, norm)
              : LaunchGemvRows<DType::kF16, kNorm, kMaxM>(
                    rows, grid, smem, s, a4, w4, c, n, k / 8, beta, norm);
-}
-
-bool Aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
 }  // namespace
