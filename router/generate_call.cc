@@ -176,6 +176,7 @@ void GenerateCall::StartAttempt() {
   }
   if (FinishIfStopped(0)) return;
   auto rpc = std::make_shared<RouterService::CacheRpc>();
+  rpc->context = service_->NewClientContext();
   {
     absl::MutexLock lock(&mu_);
     cache_rpc_ = rpc->context;
@@ -320,7 +321,7 @@ void GenerateCall::Dispatch(const WorkerCandidate& worker,
                 decision.predicted_hit_tokens, tokens_.size());
   forwarded_ = false;
   streamed_tokens_ = 0;
-  auto context = std::make_shared<grpc::ClientContext>();
+  std::shared_ptr<grpc::ClientContext> context = service_->NewClientContext();
   if (params_.deadline != absl::InfiniteFuture()) {
     context->set_deadline(absl::ToChronoTime(params_.deadline));
   }

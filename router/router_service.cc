@@ -164,6 +164,28 @@ RouterService::~RouterService() {
   if (!WaitForIdle(absl::Seconds(30))) {
     spdlog::error("router: requests still in flight at destruction");
   }
+  absl::MutexLock lock(&contexts_mu_);
+  auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(contexts_mu_) {
+    return live_client_contexts_ == 0;
+  };
+  if (!contexts_mu_.AwaitWithTimeout(absl::Condition(&released),
+                                     absl::Seconds(5))) {
+    spdlog::error("router: {} outgoing calls still held at destruction",
+                  live_client_contexts_);
+  }
+}
+
+std::shared_ptr<grpc::ClientContext> RouterService::NewClientContext() {
+  {
+    absl::MutexLock lock(&contexts_mu_);
+    ++live_client_contexts_;
+  }
+  return std::shared_ptr<grpc::ClientContext>(
+      new grpc::ClientContext, [this](grpc::ClientContext* context) {
+        delete context;
+        absl::MutexLock lock(&contexts_mu_);
+        --live_client_contexts_;
+      });
 }
 
 bool RouterService::WaitForIdle(absl::Duration timeout) {
@@ -431,15 +453,16 @@ void RouterService::ResolveModelAsync(
     }
   }
   struct Rpc {
-    grpc::ClientContext context;
+    std::shared_ptr<grpc::ClientContext> context;
     radixkv::v1::StatsRequest request;
     radixkv::v1::StatsResponse response;
   };
   auto rpc = std::make_shared<Rpc>();
-  rpc->context.set_deadline(
+  rpc->context = NewClientContext();
+  rpc->context->set_deadline(
       absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
   cache_service_->async()->Stats(
-      &rpc->context, &rpc->request, &rpc->response,
+      rpc->context.get(), &rpc->request, &rpc->response,
       [this, rpc, done = std::move(done)](grpc::Status st) {
         done(DiscoveredModelFrom(st, rpc->response));
       });
@@ -609,13 +632,14 @@ grpc::ServerUnaryReactor* RouterService::Abort(
   // Cancelling the stream already makes the worker release the request;
   // the explicit Abort also covers a request still queued there.
   struct Rpc {
-    grpc::ClientContext context;
+    std::shared_ptr<grpc::ClientContext> context;
     radixkv::v1::AbortResponse response;
   };
   auto rpc = std::make_shared<Rpc>();
-  rpc->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  rpc->context = NewClientContext();
+  rpc->context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   WorkerStub(address)->async()->Abort(
-      &rpc->context, request.get(), &rpc->response,
+      rpc->context.get(), request.get(), &rpc->response,
       [rpc, request, finish](grpc::Status) { finish(true); });
   return reactor;
 }
@@ -631,15 +655,16 @@ grpc::ServerUnaryReactor* RouterService::ListWorkers(
     return reactor;
   }
   struct Rpc {
-    grpc::ClientContext context;
+    std::shared_ptr<grpc::ClientContext> context;
     radixkv::v1::StatsRequest request;
     radixkv::v1::StatsResponse stats;
   };
   auto rpc = std::make_shared<Rpc>();
-  rpc->context.set_deadline(
+  rpc->context = NewClientContext();
+  rpc->context->set_deadline(
       absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
   cache_service_->async()->Stats(
-      &rpc->context, &rpc->request, &rpc->stats,
+      rpc->context.get(), &rpc->request, &rpc->stats,
       [this, rpc, reactor, request, response_body](grpc::Status st) {
         if (!st.ok()) {
           reactor->Finish(grpc::Status(
@@ -682,15 +707,16 @@ grpc::ServerUnaryReactor* RouterService::ListModels(
     return reactor;
   }
   struct Rpc {
-    grpc::ClientContext context;
+    std::shared_ptr<grpc::ClientContext> context;
     radixkv::v1::StatsRequest request;
     radixkv::v1::StatsResponse stats;
   };
   auto rpc = std::make_shared<Rpc>();
-  rpc->context.set_deadline(
+  rpc->context = NewClientContext();
+  rpc->context->set_deadline(
       absl::ToChronoTime(absl::Now() + options_.cache_service_timeout));
   cache_service_->async()->Stats(
-      &rpc->context, &rpc->request, &rpc->stats,
+      rpc->context.get(), &rpc->request, &rpc->stats,
       [this, rpc, reactor, response_body](grpc::Status st) {
         if (!st.ok()) {
           reactor->Finish(grpc::Status(

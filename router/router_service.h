@@ -185,8 +185,7 @@ class RouterService final : public RawCallbackRouterService {
   // One cache-service call of an attempt (Match, or Stats for a request
   // without prompt tokens); shared with the GenerateCall that may cancel it.
   struct CacheRpc {
-    std::shared_ptr<grpc::ClientContext> context =
-        std::make_shared<grpc::ClientContext>();
+    std::shared_ptr<grpc::ClientContext> context;  // NewClientContext()
     radixkv::v1::MatchRequest match_request;
     radixkv::v1::MatchResponse match_response;
     radixkv::v1::StatsRequest stats_request;
@@ -265,6 +264,13 @@ class RouterService final : public RawCallbackRouterService {
                              std::string* unknown);
   std::shared_ptr<radixkv::v1::Worker::Stub> WorkerStub(
       const std::string& address);
+  // The context of every outgoing call (thread-safe). A context holds its
+  // channel, and the last reference to a channel must not drop on a gRPC
+  // callback thread: gRPC 1.51 then shuts down its callback queue from
+  // that queue's own thread and frees the queue under it (grpc/grpc pull
+  // request 32584). The destructor waits until every context is gone, so
+  // the stubs here release each channel last, on the destroying thread.
+  std::shared_ptr<grpc::ClientContext> NewClientContext();
 
   const RouterOptions options_;
   const ModelCatalog* const catalog_;
@@ -296,6 +302,9 @@ class RouterService final : public RawCallbackRouterService {
 
   absl::Notification stop_;
   std::thread model_refresher_;
+
+  absl::Mutex contexts_mu_;
+  int64_t live_client_contexts_ ABSL_GUARDED_BY(contexts_mu_) = 0;
 };
 
 }  // namespace radixkv::router
