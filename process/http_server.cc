@@ -287,6 +287,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
       loop.http, static_cast<ev_ssize_t>(options.max_headers_bytes));
   evhttp_set_timeout(
       loop.http, static_cast<int>(absl::ToInt64Seconds(options.idle_timeout)));
+  // The connections' own timers (a zero timeval would close every
+  // keep-alive connection right after its response, and a stream as soon as
+  // a chunk is not written within one loop iteration).
+  loop.idle_timeout = absl::ToTimeval(options.idle_timeout);
+  loop.write_timeout = absl::ToTimeval(options.write_timeout);
   evhttp_set_allowed_methods(
       loop.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
   evhttp_set_gencb(loop.http, &HttpServer::OnRequest, server.get());

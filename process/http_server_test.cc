@@ -125,6 +125,40 @@ TEST(HttpServerTest, IdleConnectionIsClosed) {
   EXPECT_TRUE(c.eof()) << "after a reply";
 }
 
+// A keep-alive connection serves its next request after a pause (the idle
+// timeout is the default 120 s): a streamed response whose chunks come
+// 100 ms apart, then a complete one, then another, on one socket.
+TEST(HttpServerTest, KeepAliveConnectionStaysOpenBetweenRequests) {
+  std::vector<std::thread> workers;
+  auto server = StartServer([&](std::shared_ptr<HttpExchange> ex) {
+    if (ex->path() != "/s") {
+      return ex->Reply(200, "text/plain", absl::StrCat("done ", ex->path()));
+    }
+    workers.emplace_back([ex] {
+      ex->StartStream(200, "text/event-stream");
+      for (int i = 0; i < 3; ++i) {
+        absl::SleepFor(absl::Milliseconds(100));
+        ex->SendChunk(absl::StrCat("data: ", i, "\n\n"));
+      }
+      ex->EndStream();
+    });
+  });
+  RawClient c(server->port());
+  ASSERT_TRUE(c.Send("GET /s HTTP/1.1\r\nHost: h\r\n\r\n"));
+  std::string reply = c.ReadUntil("0\r\n\r\n");
+  EXPECT_TRUE(absl::StrContains(reply, "data: 2")) << reply;
+  for (const std::string path : {"/a", "/b"}) {
+    absl::SleepFor(absl::Milliseconds(200));
+    ASSERT_TRUE(
+        c.Send(absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: h\r\n\r\n")));
+    const std::string needle = absl::StrCat("done ", path);
+    reply = c.ReadUntil(needle);
+    EXPECT_FALSE(c.eof()) << path << ": " << reply;
+    EXPECT_TRUE(absl::StrContains(reply, needle)) << reply;
+  }
+  for (auto& t : workers) t.join();
+}
+
 // Chunks are acknowledged once written; the stream outlives the idle
 // timeout while it is in progress; answers come from another thread.
 TEST(HttpServerTest, StreamsChunksFromAnotherThread) {

@@ -637,7 +637,8 @@ grpc::ServerUnaryReactor* RouterService::Abort(
   };
   auto rpc = std::make_shared<Rpc>();
   rpc->context = NewClientContext();
-  rpc->context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  rpc->context->set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   WorkerStub(address)->async()->Abort(
       rpc->context.get(), request.get(), &rpc->response,
       [rpc, request, finish](grpc::Status) { finish(true); });
