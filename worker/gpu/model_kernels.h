@@ -115,8 +115,9 @@ int LaunchSiluAndMul(const float* gate_up, int32_t num_tokens, int32_t inter,
                      void* out, DType act, void* stream);
 
 // Generic paged attention (any head_dim <= 256 multiple of 32 / kWarpSize
-// lanes, any dtype incl. fp32), one warp per (query token, query head),
-// online softmax in fp32 with exp2 (as vLLM's PagedAttention kernels). Query
+// lanes, any dtype incl. fp32), one block of four warps per (query token,
+// query head), each warp an online softmax in fp32 with exp2 over its share
+// of the keys (as vLLM's PagedAttention kernels), merged at the end. Query
 // token i of sequence b (new tokens qo_indptr[b]..qo_indptr[b+1]) attends to
 // the prefix slots kv_indices[kv_indptr[b]..kv_indptr[b+1]) and, when
 // `causal_extend`, to the new tokens' slots out_cache_loc[qo_indptr[b] ..
@@ -179,10 +180,10 @@ struct DeviceSamplingParams {
 // then top-k (keeps tokens whose logit >= the k-th largest; ties kept), then
 // top-p (keeps tokens whose probability >= the smallest threshold whose kept
 // mass reaches top_p), then min_p (keeps tokens whose probability is >= min_p
-// x the largest; worker/logit_processors.h KeptCandidates), then one draw from the renormalized kept mass in vocab
-// order with a uniform from hash(seed, step) (SplitMix64). Temperature 0
-// gives the argmax. A row containing a NaN gets kDeviceSamplingFailedToken.
-// One block per row.
+// x the largest; worker/logit_processors.h KeptCandidates), then one draw from
+// the renormalized kept mass in vocab order with a uniform from hash(seed,
+// step) (SplitMix64). Temperature 0 gives the argmax. A row containing a NaN
+// gets kDeviceSamplingFailedToken. One block per row.
 int LaunchSample(const float* logits, int32_t rows, int32_t vocab,
                  const DeviceSamplingParams* params, int32_t* tokens,
                  void* stream);

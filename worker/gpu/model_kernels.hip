@@ -356,8 +356,16 @@ __global__ void SiluAndMulKernel(const float* gu, int32_t num_tokens,
 }
 
 constexpr int kMaxDimsPerLane = 256 / 32;
+// Warps of a GenericAttentionKernel block, and keys each warp scores per
+// iteration. One warp walking a 1,024-key context one key at a time spent
+// ~1 us per key on dependent load -> warp reduction -> softmax update
+// rounds; the block's warps now take interleaved runs of kGenericKeys keys
+// (their loads and reductions independent) and merge their partial
+// softmax states once at the end.
+constexpr int kGenericWarps = 4;
+constexpr int kGenericKeys = 4;
 
-// One warp per (query head, query token); the block is one warp.
+// One block of kGenericWarps warps per (query head, query token).
 template <DType kA>
 __global__ void GenericAttentionKernel(GenericAttentionLaunch a) {
   using E = Elem<kA>;
@@ -365,6 +373,7 @@ __global__ void GenericAttentionKernel(GenericAttentionLaunch a) {
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int lane = LaneId();
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int32_t D = a.geometry.head_dim;
   const int32_t Hq = a.num_q_heads;
   const int32_t group = Hq / a.geometry.num_kv_heads;
@@ -375,6 +384,7 @@ __global__ void GenericAttentionKernel(GenericAttentionLaunch a) {
   const int32_t n_prefix = a.kv_indptr[b + 1] - kv_start;
   const int32_t n_ext =
       a.causal_extend ? static_cast<int32_t>(t - q_start) + 1 : 0;
+  const int32_t n_keys = n_prefix + n_ext;
   const float scale_log2 = a.sm_scale * 1.4426950408889634f;
   const T* q = static_cast<const T*>(a.q) + (t * Hq + h) * D;
   const T* kc = static_cast<const T*>(a.k_cache);
@@ -389,41 +399,96 @@ __global__ void GenericAttentionKernel(GenericAttentionLaunch a) {
   }
   float m = -INFINITY;
   float l = 0.0f;
-  // Keys are positions 0 .. n_prefix + n_ext - 1 and this token is the last
-  // one it attends; a window starts the loop at its left edge.
-  const int32_t first =
-      a.window_left >= 0 ? n_prefix + n_ext - 1 - a.window_left : 0;
-  for (int32_t n = first > 0 ? first : 0; n < n_prefix + n_ext; ++n) {
-    const int64_t slot = n < n_prefix ? a.kv_indices[kv_start + n]
-                                      : a.out_cache_loc[q_start + n - n_prefix];
-    float dot = 0.0f;
+  // Keys are positions 0 .. n_keys - 1 and this token is the last one it
+  // attends; a window starts at its left edge.
+  const int32_t window_first =
+      a.window_left >= 0 ? n_keys - 1 - a.window_left : 0;
+  const int32_t first = window_first > 0 ? window_first : 0;
+  for (int32_t base = first + warp * kGenericKeys; base < n_keys;
+       base += kGenericWarps * kGenericKeys) {
+    int64_t slot[kGenericKeys];
+    float s[kGenericKeys];
 #pragma unroll
-    for (int j = 0; j < kMaxDimsPerLane; ++j) {
-      const int d = lane + j * kWarpSize;
-      if (d < D) dot += qr[j] * E::Load(kc, a.geometry.KOffset(slot, kvh, d));
-    }
-    dot = WarpReduceSum(dot);
-    const float s = dot * scale_log2;
-    const float m_new = fmaxf(m, s);
-    const float alpha = exp2f(m - m_new);
-    const float p = exp2f(s - m_new);
-    l = l * alpha + p;
+    for (int u = 0; u < kGenericKeys; ++u) {
+      const int32_t n = base + u;
+      slot[u] = n >= n_keys    ? -1
+                : n < n_prefix ? a.kv_indices[kv_start + n]
+                               : a.out_cache_loc[q_start + n - n_prefix];
+      float dot = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kMaxDimsPerLane; ++j) {
-      const int d = lane + j * kWarpSize;
-      if (d < D) {
-        acc[j] =
-            acc[j] * alpha + p * E::Load(vc, a.geometry.VOffset(slot, kvh, d));
+      for (int j = 0; j < kMaxDimsPerLane; ++j) {
+        const int d = lane + j * kWarpSize;
+        if (d < D && slot[u] >= 0) {
+          dot += qr[j] * E::Load(kc, a.geometry.KOffset(slot[u], kvh, d));
+        }
       }
+      s[u] = dot;
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kGenericKeys; ++u) {
+      s[u] = slot[u] >= 0 ? WarpReduceSum(s[u]) * scale_log2 : -INFINITY;
+      m_new = fmaxf(m_new, s[u]);
+    }
+    // base < n_keys: at least s[0] is finite, so m_new is.
+    const float alpha = exp2f(m - m_new);
+    float p[kGenericKeys];
+    l *= alpha;
+#pragma unroll
+    for (int u = 0; u < kGenericKeys; ++u) {
+      p[u] = exp2f(s[u] - m_new);
+      l += p[u];
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxDimsPerLane; ++j) {
+      const int d = lane + j * kWarpSize;
+      if (d >= D) continue;
+      float v = acc[j] * alpha;
+#pragma unroll
+      for (int u = 0; u < kGenericKeys; ++u) {
+        if (slot[u] >= 0) {
+          v += p[u] * E::Load(vc, a.geometry.VOffset(slot[u], kvh, d));
+        }
+      }
+      acc[j] = v;
     }
     m = m_new;
   }
-  T* out = static_cast<T*>(a.out) + (t * Hq + h) * D;
-  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+  // Merge the warps' (m, l, acc) states: out = sum_w acc_w 2^(m_w - M) /
+  // sum_w l_w 2^(m_w - M), M = max_w m_w (a warp without keys has l = 0).
+  __shared__ float warp_m[kGenericWarps], warp_l[kGenericWarps];
+  __shared__ float warp_acc[kGenericWarps][kMaxDimsPerLane * kWarpSize];
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
 #pragma unroll
   for (int j = 0; j < kMaxDimsPerLane; ++j) {
     const int d = lane + j * kWarpSize;
-    if (d < D) E::Store(out, d, acc[j] * inv_l);
+    if (d < D) warp_acc[warp][d] = acc[j];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  float m_all = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kGenericWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  float scale[kGenericWarps];
+  float l_all = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kGenericWarps; ++w) {
+    scale[w] = warp_l[w] > 0.0f ? exp2f(warp_m[w] - m_all) : 0.0f;
+    l_all += warp_l[w] * scale[w];
+  }
+  const float inv_l = l_all > 0.0f ? 1.0f / l_all : 0.0f;
+  T* out = static_cast<T*>(a.out) + (t * Hq + h) * D;
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    const int d = lane + j * kWarpSize;
+    if (d >= D) continue;
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kGenericWarps; ++w) o += warp_acc[w][d] * scale[w];
+    E::Store(out, d, o * inv_l);
   }
 }
 
@@ -517,9 +582,8 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     for (int m = 0; m < kM; ++m) {
       const int64_t src = norm.row_index != nullptr ? norm.row_index[m] : m;
       const float* xr = norm.x + src * k;
-      NormalizeRow<kDType>(xr, norm.weight,
-                           RowInvRms(xr, k, norm.eps, scratch), k,
-                           out + int64_t{m} * k);
+      NormalizeRow<kDType>(xr, norm.weight, RowInvRms(xr, k, norm.eps, scratch),
+                           k, out + int64_t{m} * k);
     }
     __syncthreads();
     a = normed;
@@ -775,8 +839,8 @@ __global__ void __launch_bounds__(kRowThreads)
   uint32_t p_threshold = k_threshold;
   if (p.top_p < 1.0f) {
     auto mass = [&](int32_t i) {
-      return static_cast<unsigned long long>(
-          static_cast<double>(prob(i)) * kMassScale);
+      return static_cast<unsigned long long>(static_cast<double>(prob(i)) *
+                                             kMassScale);
     };
     unsigned long long total = 0;
     for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) total += mass(i);
@@ -785,7 +849,8 @@ __global__ void __launch_bounds__(kRowThreads)
         total, static_cast<unsigned long long>(ceil(
                    static_cast<double>(p.top_p) * static_cast<double>(total))));
     if (need > 0) {
-      p_threshold = SelectKeyFromTop<unsigned long long>(row, vocab, need, mass);
+      p_threshold =
+          SelectKeyFromTop<unsigned long long>(row, vocab, need, mass);
     }
   }
   // min_p after top-p, as the CPU sampler: prob(i) is relative to the
@@ -865,16 +930,15 @@ int LaunchRmsNorm(const float* x, const int32_t* row_index, const float* w,
 int LaunchRopeAndCache(const RopeCacheLaunch& a, void* stream) {
   if (a.num_tokens == 0) return 0;
   return DispatchDType(a.act, [&]<DType kA>() {
-    const size_t smem =
-        a.q_norm != nullptr
-            ? sizeof(float) * (a.num_q_heads + a.num_kv_heads)
-            : 0;
+    const size_t smem = a.q_norm != nullptr
+                            ? sizeof(float) * (a.num_q_heads + a.num_kv_heads)
+                            : 0;
     // About two blocks per SM of an H200 (132 SMs) in all, at most one
     // rotated head per block.
     constexpr int32_t kTargetBlocks = 264;
-    const int32_t split = std::clamp(
-        (kTargetBlocks + a.num_tokens - 1) / a.num_tokens, 1,
-        a.num_q_heads + a.num_kv_heads);
+    const int32_t split =
+        std::clamp((kTargetBlocks + a.num_tokens - 1) / a.num_tokens, 1,
+                   a.num_q_heads + a.num_kv_heads);
     hipLaunchKernelGGL(RopeAndCacheKernel<kA>, dim3(a.num_tokens, split),
                        dim3(256), smem, static_cast<hipStream_t>(stream), a);
     return LastError();
@@ -910,7 +974,8 @@ int LaunchGenericAttention(const GenericAttentionLaunch& a, void* stream) {
   }
   return DispatchDType(a.act, [&]<DType kA>() {
     hipLaunchKernelGGL(GenericAttentionKernel<kA>,
-                       dim3(a.num_q_heads, a.num_tokens), dim3(kWarpSize), 0,
+                       dim3(a.num_q_heads, a.num_tokens),
+                       dim3(kGenericWarps * kWarpSize), 0,
                        static_cast<hipStream_t>(stream), a);
     return LastError();
   });
@@ -944,8 +1009,8 @@ int LaunchGemvRows(int32_t rows, dim3 grid, size_t smem, hipStream_t s,
     return static_cast<int>(hipErrorInvalidValue);
   } else {
     if (rows != kM) {
-      return LaunchGemvRows<kD, kNorm, kMaxM, kM + 1>(rows, grid, smem, s, a,
-                                                      w, c, n, k8, beta, norm);
+      return LaunchGemvRows<kD, kNorm, kMaxM, kM + 1>(rows, grid, smem, s, a, w,
+                                                      c, n, k8, beta, norm);
     }
     hipLaunchKernelGGL((SmallBatchGemmKernel<kD, kM, kNorm>), grid,
                        dim3(kGemvWarps * kWarpSize), smem, s, a, w, c, n, k8,
@@ -955,9 +1020,9 @@ int LaunchGemvRows(int32_t rows, dim3 grid, size_t smem, hipStream_t s,
 }
 
 template <bool kNorm, int kMaxM>
-int LaunchGemv(DType dtype, int32_t rows, dim3 grid, size_t smem,
-               void* stream, const void* a, const void* w, float* c,
-               int32_t n, int32_t k, float beta, const GemvNorm& norm) {
+int LaunchGemv(DType dtype, int32_t rows, dim3 grid, size_t smem, void* stream,
+               const void* a, const void* w, float* c, int32_t n, int32_t k,
+               float beta, const GemvNorm& norm) {
   hipStream_t s = static_cast<hipStream_t>(stream);
   const uint4* a4 = static_cast<const uint4*>(a);
   const uint4* w4 = static_cast<const uint4*>(w);
