@@ -363,7 +363,7 @@ constexpr int kMaxDimsPerLane = 256 / 32;
 // (their loads and reductions independent) and merge their partial
 // softmax states once at the end.
 constexpr int kGenericWarps = 4;
-constexpr int kGenericKeys = 4;
+constexpr int kGenericKeys = 8;
 
 // One block of kGenericWarps warps per (query head, query token).
 template <DType kA>
