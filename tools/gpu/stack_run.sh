@@ -97,6 +97,15 @@ elif [[ "${DEV}" == gpu ]]; then
 else
   MODEL="${PWD}/models/radixkv-demo-llama"
 fi
+# A conversation of the default multi-turn shape grows to 512 + 8 x 192
+# tokens: fewer rounds for a model with fewer positions (the demo model's
+# 2,048), keeping one round of headroom.
+MAX_POS=$(sed -n 's/.*"max_position_embeddings": *\([0-9]*\).*/\1/p' \
+  "${MODEL}/config.json" 2>/dev/null | head -1)
+if [[ "${DEV}" == gpu && -z "${STACK_MT_ARGS:-}" && -n "${MAX_POS}" ]] &&
+  ((MAX_POS < 512 + 9 * 192)); then
+  MT_ARGS="${MT_ARGS/--mt_rounds=8/--mt_rounds=$(((MAX_POS - 512) / 192 - 2))}"
+fi
 
 # The cluster: one worker, its own /metrics port (--process_metrics), no
 # Redis (the cache service journals nothing; Redis is not on the device
