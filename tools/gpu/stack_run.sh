@@ -71,7 +71,7 @@ if [[ "${DEV}" == gpu ]]; then
   # Both workloads: ~1,100-1,300 tokens of mean context, 128 output tokens per
   # request, so decode steps of a full batch dominate.
   SP_ARGS="${STACK_SP_ARGS:---sp_groups=24 --sp_prompts_per_group=32 --sp_system_tokens=1024 --sp_question_tokens=64 --sp_output_tokens=128}"
-  MT_ARGS="${STACK_MT_ARGS:---mt_conversations=${CONC} --mt_rounds=8 --mt_system_tokens=512 --mt_user_tokens=64 --mt_output_tokens=128}"
+  MT_SYSTEM=512 MT_USER=64 MT_OUTPUT=128 MT_ROUNDS=8
   WARM_ARGS="--sp_groups=2 --sp_prompts_per_group=${CONC} --sp_system_tokens=256 --sp_question_tokens=32 --sp_output_tokens=32"
 else
   CONC="${STACK_CONCURRENCY:-4}"
@@ -80,7 +80,7 @@ else
   KV_DTYPE=f32
   THREADS=2
   SP_ARGS="${STACK_SP_ARGS:---sp_groups=2 --sp_prompts_per_group=4 --sp_system_tokens=128 --sp_question_tokens=16 --sp_output_tokens=8}"
-  MT_ARGS="${STACK_MT_ARGS:---mt_conversations=${CONC} --mt_rounds=2 --mt_system_tokens=64 --mt_user_tokens=16 --mt_output_tokens=8}"
+  MT_SYSTEM=64 MT_USER=16 MT_OUTPUT=8 MT_ROUNDS=2
   WARM_ARGS="--sp_groups=1 --sp_prompts_per_group=${CONC} --sp_system_tokens=32 --sp_question_tokens=8 --sp_output_tokens=4"
 fi
 
@@ -97,15 +97,17 @@ elif [[ "${DEV}" == gpu ]]; then
 else
   MODEL="${PWD}/models/radixkv-demo-llama"
 fi
-# A conversation of the default multi-turn shape grows to 512 + 8 x 192
-# tokens: fewer rounds for a model with fewer positions (the demo model's
-# 2,048), keeping one round of headroom.
+# A multi-turn conversation grows to MT_SYSTEM + MT_ROUNDS x (MT_USER +
+# MT_OUTPUT) tokens: fewer rounds for a model with fewer positions than one
+# round more than that (the demo model's 2,048 on the GPU shape: 6 rounds).
 MAX_POS=$(sed -n 's/.*"max_position_embeddings": *\([0-9]*\).*/\1/p' \
   "${MODEL}/config.json" 2>/dev/null | head -1)
-if [[ "${DEV}" == gpu && -z "${STACK_MT_ARGS:-}" && -n "${MAX_POS}" ]] &&
-  ((MAX_POS < 512 + 9 * 192)); then
-  MT_ARGS="${MT_ARGS/--mt_rounds=8/--mt_rounds=$(((MAX_POS - 512) / 192 - 2))}"
+MT_TURN=$((MT_USER + MT_OUTPUT))
+if [[ -n "${MAX_POS}" ]] &&
+  ((MT_SYSTEM + (MT_ROUNDS + 1) * MT_TURN > MAX_POS)); then
+  MT_ROUNDS=$(((MAX_POS - MT_SYSTEM) / MT_TURN - 2))
 fi
+MT_ARGS="${STACK_MT_ARGS:---mt_conversations=${CONC} --mt_rounds=${MT_ROUNDS} --mt_system_tokens=${MT_SYSTEM} --mt_user_tokens=${MT_USER} --mt_output_tokens=${MT_OUTPUT}}"
 
 # The cluster: one worker, its own /metrics port (--process_metrics), no
 # Redis (the cache service journals nothing; Redis is not on the device
